@@ -1,0 +1,38 @@
+# Drives CMake (as Neovim's Makefile does). `make demo` runs the shipped agent;
+# `make test` builds with AddressSanitizer/UBSan and runs every test under ctest.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+DEMO_DB ?= $(BUILD)/demo.db
+
+.PHONY: all build demo test bench clean
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
+	@echo '$$ moor call release_notes {"project": "demo", "version": "1.2.0"}'
+	@$(BUILD)/moor call release_notes '{"project": "demo", "version": "1.2.0"}' --db $(DEMO_DB)
+	@echo
+	@echo '$$ moor runs'
+	@$(BUILD)/moor runs --db $(DEMO_DB)
+	@echo
+	@echo '$$ moor logs <run>'
+	@$(BUILD)/moor logs $$($(BUILD)/moor runs --json --db $(DEMO_DB) | sed -n 's/.*"id":"\(run_[0-9a-f]*\)".*/\1/p' | head -1) --db $(DEMO_DB)
+
+test:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMOOR_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	$(BUILD)/moor test --db $(BUILD)/bench.db tests/bench/engine_bench.lua --pattern=_bench
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

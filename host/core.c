@@ -1,0 +1,298 @@
+/* moor.core: the host primitives the Lua engine runs on. The engine itself
+ * (scheduling, replay, retries) is Lua in lua/moor/engine.lua; this file
+ * gives it the store, the clock, the loop's timer and a few OS helpers. */
+#include "host.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char SELF_KEY = 0;
+
+moor *moor_from_lua(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &SELF_KEY);
+  moor *m = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return m;
+}
+
+static moor *self(lua_State *L) {
+  moor *m = moor_from_lua(L);
+  if (!m) luaL_error(L, "moor.core used outside an engine");
+  return m;
+}
+
+static void bind_args(lua_State *L, sqlite3_stmt *st, int first, int n) {
+  for (int i = 0; i < n; i++) {
+    int idx = first + i;
+    switch (lua_type(L, idx)) {
+      case LUA_TNIL: sqlite3_bind_null(st, i + 1); break;
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) sqlite3_bind_int64(st, i + 1, lua_tointeger(L, idx));
+        else sqlite3_bind_double(st, i + 1, lua_tonumber(L, idx));
+        break;
+      default: {
+        size_t len;
+        const char *s = luaL_checklstring(L, idx, &len);
+        sqlite3_bind_text(st, i + 1, s, (int)len, SQLITE_TRANSIENT);
+      }
+    }
+  }
+}
+
+static void push_column(lua_State *L, sqlite3_stmt *st, int c) {
+  switch (sqlite3_column_type(st, c)) {
+    case SQLITE_INTEGER: lua_pushinteger(L, sqlite3_column_int64(st, c)); break;
+    case SQLITE_FLOAT: lua_pushnumber(L, sqlite3_column_double(st, c)); break;
+    case SQLITE_NULL: lua_pushnil(L); break;
+    default:
+      lua_pushlstring(L, (const char *)sqlite3_column_text(st, c), (size_t)sqlite3_column_bytes(st, c));
+  }
+}
+
+/* Statements are finalized on every path: a userdata with __gc would also
+ * do, but nothing between prepare and finalize here can raise except
+ * bind_args' checklstring, which runs before the first step. */
+static int run_sql(lua_State *L, int want_rows) {
+  moor *m = self(L);
+  const char *sql = luaL_checkstring(L, 1);
+  int n = lua_gettop(L) - 1;
+  for (int i = 0; i < n; i++) {
+    int t = lua_type(L, 2 + i);
+    if (t != LUA_TNIL && t != LUA_TNUMBER && t != LUA_TSTRING)
+      return luaL_argerror(L, 2 + i, "expected nil, number or string");
+  }
+  if (!want_rows && moor_store_begin(&m->store)) {
+    lua_pushnil(L);
+    lua_pushstring(L, m->store.err);
+    return 2;
+  }
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(m->store.db, sql, -1, &st, NULL) != SQLITE_OK) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s (in: %s)", sqlite3_errmsg(m->store.db), sql);
+    return 2;
+  }
+  bind_args(L, st, 2, n);
+  lua_newtable(L);
+  int rows = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int cols = sqlite3_column_count(st);
+    lua_createtable(L, 0, cols);
+    for (int c = 0; c < cols; c++) {
+      push_column(L, st, c);
+      lua_setfield(L, -2, sqlite3_column_name(st, c));
+    }
+    lua_rawseti(L, -2, ++rows);
+  }
+  if (rc != SQLITE_DONE) {
+    lua_pushnil(L);
+    lua_pushstring(L, sqlite3_errmsg(m->store.db));
+    sqlite3_finalize(st);
+    return 2;
+  }
+  sqlite3_finalize(st);
+  return 1;
+}
+
+/* query(sql, ...) -> rows: read without opening a write transaction. */
+static int l_query(lua_State *L) { return run_sql(L, 1); }
+/* exec(sql, ...) -> rows: a write inside the current group-commit transaction. */
+static int l_exec(lua_State *L) { return run_sql(L, 0); }
+
+/* append(run_id, seq, op|nil, kind, name|nil, payload, time) */
+static int l_append(lua_State *L) {
+  moor *m = self(L);
+  const char *run = luaL_checkstring(L, 1);
+  lua_Integer seq = luaL_checkinteger(L, 2);
+  lua_Integer op = luaL_optinteger(L, 3, 0);
+  const char *kind = luaL_checkstring(L, 4);
+  const char *name = luaL_optstring(L, 5, NULL);
+  size_t plen;
+  const char *payload = luaL_checklstring(L, 6, &plen);
+  lua_Integer t = luaL_checkinteger(L, 7);
+  if (moor_store_append(&m->store, run, seq, op, kind, name, payload, plen, t)) {
+    lua_pushnil(L);
+    lua_pushstring(L, m->store.err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_commit(lua_State *L) {
+  moor *m = self(L);
+  if (moor_store_commit(&m->store)) {
+    lua_pushnil(L);
+    lua_pushstring(L, m->store.err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* events(run_id) -> { {seq, op, kind, name, payload, time}, ... } in seq order */
+static int l_events(lua_State *L) {
+  moor *m = self(L);
+  size_t len;
+  const char *run = luaL_checklstring(L, 1, &len);
+  sqlite3_stmt *st = m->store.events;
+  sqlite3_bind_text(st, 1, run, (int)len, SQLITE_TRANSIENT);
+  lua_newtable(L);
+  int n = 0, rc;
+  static const char *const names[] = {"seq", "op", "kind", "name", "payload", "time"};
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    lua_createtable(L, 0, 6);
+    for (int c = 0; c < 6; c++) {
+      push_column(L, st, c);
+      lua_setfield(L, -2, names[c]);
+    }
+    lua_rawseti(L, -2, ++n);
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE) {
+    lua_pushnil(L);
+    lua_pushstring(L, sqlite3_errmsg(m->store.db));
+    return 2;
+  }
+  return 1;
+}
+
+static int l_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  lua_pushinteger(L, (lua_Integer)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+  return 1;
+}
+
+static int l_mono(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)(uv_hrtime() / 1000));  /* microseconds */
+  return 1;
+}
+
+/* emit(run_id, seq, kind, name|nil, payload): hand a committed event to the embedder. */
+static int l_emit(lua_State *L) {
+  moor *m = self(L);
+  if (!m->cb) return 0;
+  moor_event ev = {luaL_checkstring(L, 1), (long long)luaL_checkinteger(L, 2), luaL_checkstring(L, 3),
+                   luaL_optstring(L, 4, NULL), luaL_checkstring(L, 5)};
+  m->cb(&ev, m->cb_ud);
+  return 0;
+}
+
+static int l_has_listener(lua_State *L) {
+  lua_pushboolean(L, self(L)->cb != NULL);
+  return 1;
+}
+
+/* listdir(dir) -> sorted names (no dot entries) | nil, err */
+static int l_listdir(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  DIR *d = opendir(dir);
+  if (!d) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", dir, strerror(errno));
+    return 2;
+  }
+  /* Collect into a Lua table first (Lua owns the memory), then sort. */
+  lua_newtable(L);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    lua_pushstring(L, e->d_name);
+    lua_rawseti(L, -2, ++n);
+  }
+  closedir(d);
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, -3);
+  lua_call(L, 1, 0);
+  lua_pop(L, 1);
+  return 1;
+}
+
+/* hash(s) -> 16 hex digits of FNV-1a 64: identifies a tool's source text. */
+static int l_hash(lua_State *L) {
+  size_t len;
+  const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
+  unsigned long long h = 1469598103934665603ULL;
+  for (size_t i = 0; i < len; i++) {
+    h ^= s[i];
+    h *= 1099511628211ULL;
+  }
+  char out[17];
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; i--, h >>= 4) out[i] = hex[h & 15];
+  lua_pushlstring(L, out, 16);
+  return 1;
+}
+
+/* random_bytes(n) -> n bytes from the kernel's CSPRNG (ids, tokens, seeds). */
+static int l_random_bytes(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, n > 0 && n <= 256, 1, "1..256");
+  unsigned char buf[256];
+  size_t got = 0;
+  while (got < (size_t)n) {
+    ssize_t r = getrandom(buf + got, (size_t)n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return luaL_error(L, "getrandom: %s", strerror(errno));
+    }
+    got += (size_t)r;
+  }
+  lua_pushlstring(L, (const char *)buf, (size_t)n);
+  return 1;
+}
+
+static void on_wait_timer(uv_timer_t *t) { (void)t; }
+
+/* wait(ms): block the loop up to ms (for moor.testing, which drives the
+ * engine from a spec rather than from moor_run). */
+static int l_wait(lua_State *L) {
+  moor *m = self(L);
+  lua_Integer ms = luaL_checkinteger(L, 1);
+  if (ms < 0) ms = 0;
+  uv_timer_start(&m->timer, on_wait_timer, (uint64_t)ms, 0);
+  uv_run(&m->loop, UV_RUN_ONCE);
+  uv_timer_stop(&m->timer);
+  return 0;
+}
+
+static int l_getpid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
+static int l_db_path(lua_State *L) {
+  lua_pushstring(L, self(L)->db_path);
+  return 1;
+}
+
+int luaopen_moor_core(lua_State *L) {
+  static const luaL_Reg fns[] = {
+    {"query", l_query},   {"exec", l_exec},       {"append", l_append},
+    {"commit", l_commit}, {"events", l_events},   {"now", l_now},
+    {"mono", l_mono},     {"emit", l_emit},       {"has_listener", l_has_listener},
+    {"listdir", l_listdir}, {"hash", l_hash},     {"random_bytes", l_random_bytes},
+    {"wait", l_wait},     {"getpid", l_getpid},   {"db_path", l_db_path},
+    {NULL, NULL}};
+  luaL_newlib(L, fns);
+  lua_pushliteral(L, MOOR_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}
+
+/* Called by moor_open: make the engine reachable from moor.core. */
+void moor_core_bind(lua_State *L, moor *m) {
+  lua_pushlightuserdata(L, m);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &SELF_KEY);
+}

@@ -1,0 +1,31 @@
+/* Internal: the engine struct shared by moor.c (public API) and core.c (the
+ * Lua bindings the engine in lua/moor/ runs on). */
+#ifndef MOOR_HOST_H
+#define MOOR_HOST_H
+
+#include <lua.h>
+#include <uv.h>
+
+#include "moor.h"
+#include "store.h"
+
+struct moor {
+  uv_loop_t loop;
+  uv_timer_t timer;       /* wakes the loop for the engine's next due timer */
+  int loop_ok;            /* loop and timer initialised: close them */
+  lua_State *L;
+  int engine_ref;         /* registry ref to require "moor.engine" */
+  moor_store store;
+  int lock_fd;            /* flock()ed <db>.lock; -1 when read-only */
+  char *db_path;
+  moor_event_cb cb;
+  void *cb_ud;
+  char err[8192];
+};
+
+int luaopen_moor_core(lua_State *L);
+/* The engine that owns L (stored in the registry by moor_open). */
+moor *moor_from_lua(lua_State *L);
+void moor_core_bind(lua_State *L, moor *m);
+
+#endif

@@ -1,0 +1,320 @@
+/* The public API of host/moor.h: opens the store and the lock, creates the
+ * app Lua state with the engine in it, and drives it on the libuv loop. */
+#include "host.h"
+#include "json.h"
+#include "lock.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef MOOR_LUA_DIR
+#define MOOR_LUA_DIR "lua"
+#endif
+
+int luaopen_cjson(lua_State *L);
+
+static int set_err(moor *m, int code, const char *fmt, const char *a) {
+  snprintf(m->err, sizeof m->err, fmt, a ? a : "");
+  return code;
+}
+
+const char *moor_errmsg(const moor *m) { return m ? m->err : "out of memory"; }
+
+const char *moor_strerror(int code) {
+  switch (code) {
+    case MOOR_OK: return "ok";
+    case MOOR_EINVAL: return "invalid argument";
+    case MOOR_ENOMEM: return "out of memory";
+    case MOOR_EIO: return "storage error";
+    case MOOR_ELOCKED: return "database in use by another process";
+    case MOOR_ELOAD: return "agent failed to load";
+    case MOOR_EJSON: return "invalid JSON";
+    case MOOR_ENOTFOUND: return "not found";
+    case MOOR_ELUA: return "engine error";
+    case MOOR_ETOOL: return "tool failed";
+    default: return "unknown error";
+  }
+}
+
+/* mkdir -p for the database's parent directory (.moor/ by default). */
+static int make_parent(const char *path) {
+  char *dup = strdup(path);
+  if (!dup) return MOOR_ENOMEM;
+  char *slash = strrchr(dup, '/');
+  if (slash && slash != dup) {
+    *slash = 0;
+    for (char *p = dup + 1; *p; p++) {
+      if (*p != '/') continue;
+      *p = 0;
+      mkdir(dup, 0777);
+      *p = '/';
+    }
+    if (mkdir(dup, 0777) != 0 && errno != EEXIST) {
+      free(dup);
+      return MOOR_EIO;
+    }
+  }
+  free(dup);
+  return 0;
+}
+
+/* Call engine[fn] with nargs arguments already pushed; leaves nres results.
+ * A Lua error becomes MOOR_ELUA with its message. */
+static int call_engine(moor *m, const char *fn, int nargs, int nres) {
+  lua_State *L = m->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m->engine_ref);
+  lua_getfield(L, -1, fn);
+  lua_remove(L, -2);
+  lua_insert(L, -(nargs + 1));
+  lua_getglobal(L, "debug");
+  lua_getfield(L, -1, "traceback");
+  lua_remove(L, -2);
+  int h = lua_gettop(L) - nargs - 1;
+  lua_insert(L, h);
+  int rc = lua_pcall(L, nargs, nres, h);
+  lua_remove(L, h);
+  if (rc != LUA_OK) {
+    set_err(m, MOOR_ELUA, "engine error: %s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return MOOR_ELUA;
+  }
+  return 0;
+}
+
+static int open_lua(moor *m, const char *lua_dir) {
+  lua_State *L = luaL_newstate();
+  if (!L) return MOOR_ENOMEM;
+  m->L = L;
+  luaL_openlibs(L);
+  moor_core_bind(L, m);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_moor_core);
+  lua_setfield(L, -2, "moor.core");
+  lua_pushcfunction(L, luaopen_moor_json);
+  lua_setfield(L, -2, "moor.json.core");
+  lua_pushcfunction(L, luaopen_cjson);
+  lua_setfield(L, -2, "cjson");
+  lua_pop(L, 1);
+  /* Our lua/ comes first so an installed copy elsewhere never shadows it. */
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir, lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 2);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "moor.engine");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    set_err(m, MOOR_ELUA, "cannot load the engine: %s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return MOOR_ELUA;
+  }
+  m->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
+int moor_open(moor **out, const moor_config *cfg) {
+  moor_config def = {0};
+  if (!cfg) cfg = &def;
+  *out = NULL;
+  moor *m = calloc(1, sizeof *m);
+  if (!m) return MOOR_ENOMEM;
+  m->lock_fd = -1;
+  m->engine_ref = LUA_NOREF;
+  *out = m; /* even on failure, so the caller can read moor_errmsg, then moor_close */
+  const char *db = cfg->db_path;
+  if (!db || !*db) db = getenv("MOOR_DB");
+  if (!db || !*db) db = ".moor/moor.db";
+  if (!(m->db_path = strdup(db))) return MOOR_ENOMEM;
+  if (uv_loop_init(&m->loop) != 0) return set_err(m, MOOR_EIO, "cannot start the event loop%s", NULL);
+  uv_timer_init(&m->loop, &m->timer);
+  m->loop_ok = 1;
+  if (make_parent(db)) return set_err(m, MOOR_EIO, "cannot create the directory for %s", db);
+  if (!cfg->read_only) {
+    int rc = moor_lock_acquire(db, &m->lock_fd, m->err, sizeof m->err);
+    if (rc) return rc;
+  }
+  int durability = cfg->durability;
+  const char *d = getenv("MOOR_DURABILITY");
+  if (d && strcmp(d, "full") == 0) durability = MOOR_DURABILITY_FULL;
+  if (moor_store_open(&m->store, db, durability)) {
+    snprintf(m->err, sizeof m->err, "cannot open database %s: %s", db, m->store.err);
+    return MOOR_EIO;
+  }
+  const char *lua_dir = cfg->lua_dir;
+  if (!lua_dir || !*lua_dir) lua_dir = getenv("MOOR_LUA_DIR");
+  if (!lua_dir || !*lua_dir) lua_dir = MOOR_LUA_DIR;
+  return open_lua(m, lua_dir);
+}
+
+static void on_close(uv_handle_t *h) { (void)h; }
+
+void moor_close(moor *m) {
+  if (!m) return;
+  if (m->L) {
+    if (m->engine_ref != LUA_NOREF) {
+      /* Flush anything still uncommitted: a closed engine loses nothing. */
+      if (call_engine(m, "shutdown", 0, 0)) fprintf(stderr, "moor: %s\n", m->err);
+    }
+    lua_close(m->L);
+  }
+  moor_store_close(&m->store);
+  if (m->loop_ok) {
+    uv_close((uv_handle_t *)&m->timer, on_close);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+  }
+  moor_lock_release(m->lock_fd);
+  free(m->db_path);
+  free(m);
+}
+
+void moor_on_event(moor *m, moor_event_cb cb, void *ud) {
+  m->cb = cb;
+  m->cb_ud = ud;
+}
+
+int moor_load_agent(moor *m, const char *dir) {
+  lua_State *L = m->L;
+  lua_pushstring(L, dir ? dir : "agent");
+  int rc = call_engine(m, "load_agent", 1, 2);
+  if (rc) return rc;
+  if (!lua_toboolean(L, -2)) {
+    set_err(m, MOOR_ELOAD, "%s", lua_tostring(L, -1));
+    rc = MOOR_ELOAD;
+  }
+  lua_pop(L, 2);
+  return rc;
+}
+
+int moor_call(moor *m, const char *tool, const char *input_json, char *run_id, size_t run_id_size) {
+  lua_State *L = m->L;
+  lua_pushstring(L, tool);
+  lua_pushstring(L, input_json ? input_json : "{}");
+  int rc = call_engine(m, "call", 2, 3);
+  if (rc) return rc;
+  if (lua_isnil(L, -3)) {
+    const char *code = lua_tostring(L, -1);
+    rc = code && strcmp(code, "unknown") == 0 ? MOOR_ENOTFOUND
+         : code && strcmp(code, "json") == 0  ? MOOR_EJSON
+                                              : MOOR_EINVAL;
+    set_err(m, rc, "%s", lua_tostring(L, -2));
+  } else if (run_id && run_id_size) {
+    snprintf(run_id, run_id_size, "%s", lua_tostring(L, -3));
+  }
+  lua_pop(L, 3);
+  return rc;
+}
+
+int moor_resume_all(moor *m) {
+  int rc = call_engine(m, "resume_all", 0, 2);
+  if (rc) return rc;
+  if (lua_isnil(m->L, -2)) {
+    set_err(m, MOOR_EIO, "%s", lua_tostring(m->L, -1));
+    rc = MOOR_EIO;
+  }
+  lua_pop(m->L, 2);
+  return rc;
+}
+
+int moor_tick(moor *m, long long *next_due_ms) {
+  uv_run(&m->loop, UV_RUN_NOWAIT);
+  int rc = call_engine(m, "tick", 0, 1);
+  if (rc) return rc;
+  if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -1, -1);
+  lua_pop(m->L, 1);
+  return 0;
+}
+
+static void on_due(uv_timer_t *t) { (void)t; }
+
+int moor_run(moor *m) {
+  for (;;) {
+    long long due;
+    int rc = moor_tick(m, &due);
+    if (rc) return rc;
+    if (due < 0) return 0;
+    if (due > 0) {
+      uv_timer_start(&m->timer, on_due, (uint64_t)due, 0);
+      uv_run(&m->loop, UV_RUN_ONCE);
+      uv_timer_stop(&m->timer);
+    }
+  }
+}
+
+static char *dup_top(lua_State *L, int idx) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  if (!s) return NULL;
+  char *d = malloc(len + 1);
+  if (d) memcpy(d, s, len + 1);
+  return d;
+}
+
+int moor_run_info(moor *m, const char *run_id, char **status, char **json) {
+  *status = *json = NULL;
+  lua_pushstring(m->L, run_id);
+  int rc = call_engine(m, "run_info", 1, 2);
+  if (rc) return rc;
+  if (lua_isnil(m->L, -2)) {
+    set_err(m, MOOR_ENOTFOUND, "%s", lua_tostring(m->L, -1));
+    lua_pop(m->L, 2);
+    return MOOR_ENOTFOUND;
+  }
+  *status = dup_top(m->L, -2);
+  *json = dup_top(m->L, -1);
+  lua_pop(m->L, 2);
+  if (!*status || !*json) {
+    free(*status);
+    free(*json);
+    *status = *json = NULL;
+    return MOOR_ENOMEM;
+  }
+  return 0;
+}
+
+static int json_result(moor *m, const char *fn, const char *arg, int as_json, char **json) {
+  *json = NULL;
+  lua_pushboolean(m->L, as_json);
+  int nargs = 1;
+  if (arg) {
+    lua_pushstring(m->L, arg);
+    nargs = 2;
+  }
+  int rc = call_engine(m, fn, nargs, 2);
+  if (rc) return rc;
+  if (lua_isnil(m->L, -2)) {
+    set_err(m, MOOR_ENOTFOUND, "%s", lua_tostring(m->L, -1));
+    rc = MOOR_ENOTFOUND;
+  } else if (!(*json = dup_top(m->L, -2))) {
+    rc = MOOR_ENOMEM;
+  }
+  lua_pop(m->L, 2);
+  return rc;
+}
+
+int moor_list_runs(moor *m, int as_json, char **out) {
+  return json_result(m, "list_runs", NULL, as_json, out);
+}
+
+int moor_list_events(moor *m, const char *run_id, int as_json, char **out) {
+  return json_result(m, "list_events", run_id, as_json, out);
+}
+
+int moor_test(moor *m, int argc, char **argv) {
+  lua_State *L = m->L;
+  lua_createtable(L, argc, 0);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  int rc = call_engine(m, "run_tests", 1, 1);
+  if (rc) return rc;
+  int status = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return status;
+}

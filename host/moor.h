@@ -1,0 +1,105 @@
+/* moor: a durable host for agent tools written in Lua.
+ *
+ * This is the one public header. An embedder (the `moor` CLI, a game loop, an
+ * edge host) opens an engine on a SQLite file, loads an agent directory, starts
+ * calls and drives the engine with moor_tick (non-blocking) or moor_run
+ * (blocking). Every function returns 0 or a negative MOOR_E* code; the human
+ * message for the last failure is kept in the engine (moor_errmsg). */
+#ifndef MOOR_H
+#define MOOR_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MOOR_API __attribute__((visibility("default")))
+#else
+#define MOOR_API
+#endif
+
+#define MOOR_VERSION "0.1.0"
+
+enum {
+  MOOR_OK = 0,
+  MOOR_EINVAL = -1,   /* bad argument or usage */
+  MOOR_ENOMEM = -2,   /* out of memory */
+  MOOR_EIO = -3,      /* SQLite or file-system failure */
+  MOOR_ELOCKED = -4,  /* another process drives this database */
+  MOOR_ELOAD = -5,    /* the agent directory has broken files */
+  MOOR_EJSON = -6,    /* a value is not JSON, or text is not valid JSON */
+  MOOR_ENOTFOUND = -7,/* unknown tool or run */
+  MOOR_ELUA = -8,     /* a Lua error inside the engine */
+  MOOR_ETOOL = -9     /* the tool call failed (the run settled as failed) */
+};
+
+enum { MOOR_DURABILITY_NORMAL = 0, MOOR_DURABILITY_FULL = 1 };
+
+typedef struct moor moor;
+
+typedef struct moor_config {
+  const char *db_path;    /* NULL: $MOOR_DB, else .moor/moor.db */
+  int durability;         /* MOOR_DURABILITY_*; NORMAL survives a killed process */
+  const char *lua_dir;    /* NULL: $MOOR_LUA_DIR, else the build's lua/ directory */
+  int read_only;          /* 1: inspect only (runs, logs); takes no lock */
+} moor_config;
+
+/* One event appended to a run's log, as it is committed. */
+typedef struct moor_event {
+  const char *run_id;
+  long long seq;
+  const char *kind;       /* run.started, step.result, progress, run.completed, ... */
+  const char *name;       /* step or tool name; may be NULL */
+  const char *payload;    /* JSON */
+} moor_event;
+
+typedef void (*moor_event_cb)(const moor_event *ev, void *ud);
+
+MOOR_API int moor_open(moor **out, const moor_config *cfg);
+MOOR_API void moor_close(moor *m);
+MOOR_API const char *moor_errmsg(const moor *m);
+MOOR_API const char *moor_strerror(int code);
+
+/* Load agent/tools/ *.lua, agent/agent.lua and put agent/lib on the module
+ * path. On MOOR_ELOAD the message lists every broken file with its line. */
+MOOR_API int moor_load_agent(moor *m, const char *dir);
+
+MOOR_API void moor_on_event(moor *m, moor_event_cb cb, void *ud);
+
+/* Validate input_json against the tool's schema and start a run. The new run
+ * id is copied into run_id (at least 40 bytes). */
+MOOR_API int moor_call(moor *m, const char *tool, const char *input_json,
+                       char *run_id, size_t run_id_size);
+
+/* Load every unfinished run from the database so the loop drives it. */
+MOOR_API int moor_resume_all(moor *m);
+
+/* Run what is ready and return at once. *next_due_ms (may be NULL) gets the
+ * milliseconds until the next timer, or -1 when nothing is waiting. */
+MOOR_API int moor_tick(moor *m, long long *next_due_ms);
+
+/* Block until no run is runnable or due (sleeping until timers fall due). */
+MOOR_API int moor_run(moor *m);
+
+/* A run's status ("running", "completed", "failed", ...) and its result or
+ * error as JSON. The strings are owned by the caller (free()). */
+MOOR_API int moor_run_info(moor *m, const char *run_id, char **status, char **json);
+
+/* Runs as a table for people, or a JSON array [{id, tool, status, started,
+ * updated}] when as_json (caller frees *out). */
+MOOR_API int moor_list_runs(moor *m, int as_json, char **out);
+
+/* A run's events, one line each, or a JSON array [{seq, op, kind, name,
+ * payload, time}] when as_json. */
+MOOR_API int moor_list_events(moor *m, const char *run_id, int as_json, char **out);
+
+/* Run busted specs inside the host (argv as busted's own). Returns the exit
+ * status busted reports. */
+MOOR_API int moor_test(moor *m, int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

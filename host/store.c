@@ -1,0 +1,171 @@
+/* SQLite store. Writes go through one lazily opened transaction that the
+ * engine commits once per scheduler round (group commit), so a batch of
+ * results becomes durable together before any body sees one of them. */
+#include "store.h"
+#include "moor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MOOR_SCHEMA_VERSION 1
+
+/* Each entry migrates from version i to i+1. Never edit a shipped entry:
+ * append a new one, so old files upgrade in order. */
+static const char *const migrations[] = {
+  "CREATE TABLE runs ("
+  "  id TEXT PRIMARY KEY,"
+  "  tool TEXT NOT NULL,"
+  "  entry TEXT NOT NULL,"
+  "  status TEXT NOT NULL,"
+  "  input TEXT NOT NULL,"
+  "  call_id TEXT NOT NULL,"
+  "  result TEXT,"
+  "  error TEXT,"
+  "  source_hash TEXT,"
+  "  seed INTEGER NOT NULL,"
+  "  started INTEGER NOT NULL,"
+  "  updated INTEGER NOT NULL);"
+  "CREATE INDEX runs_status ON runs(status);"
+  "CREATE TABLE events ("
+  "  run_id TEXT NOT NULL,"
+  "  seq INTEGER NOT NULL,"
+  "  op INTEGER,"
+  "  kind TEXT NOT NULL,"
+  "  name TEXT,"
+  "  payload TEXT NOT NULL,"
+  "  time INTEGER NOT NULL,"
+  "  PRIMARY KEY (run_id, seq)) WITHOUT ROWID;",
+};
+
+static int fail(moor_store *s, int code, const char *what) {
+  snprintf(s->err, sizeof s->err, "%s: %s", what, s->db ? sqlite3_errmsg(s->db) : "cannot open");
+  return code;
+}
+
+static int prepare(moor_store *s, sqlite3_stmt **st, const char *sql) {
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+    return fail(s, MOOR_EIO, "prepare");
+  return 0;
+}
+
+static int migrate(moor_store *s) {
+  sqlite3_stmt *st = NULL;
+  int version = 0;
+  if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+    return fail(s, MOOR_EIO, "read schema version");
+  if (sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  int target = (int)(sizeof migrations / sizeof migrations[0]);
+  if (version > target) {
+    snprintf(s->err, sizeof s->err,
+             "database schema version %d is newer than this moor understands (%d); "
+             "use a newer moor or another --db file", version, target);
+    return MOOR_EIO;
+  }
+  for (int v = version; v < target; v++) {
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", v + 1);
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+      return fail(s, MOOR_EIO, "migrate");
+    if (sqlite3_exec(s->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(s->db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
+      int rc = fail(s, MOOR_EIO, "migrate");
+      sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+      return rc;
+    }
+    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+      return fail(s, MOOR_EIO, "migrate");
+  }
+  return 0;
+}
+
+int moor_store_open(moor_store *s, const char *path, int durability) {
+  memset(s, 0, sizeof *s);
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    int rc = fail(s, MOOR_EIO, path);
+    sqlite3_close(s->db);
+    s->db = NULL;
+    return rc;
+  }
+  sqlite3_busy_timeout(s->db, 5000);
+  /* NORMAL in WAL mode survives a killed process; FULL also survives power loss. */
+  const char *sync = durability == MOOR_DURABILITY_FULL ? "PRAGMA synchronous=FULL"
+                                                        : "PRAGMA synchronous=NORMAL";
+  if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(s->db, sync, NULL, NULL, NULL) != SQLITE_OK)
+    return fail(s, MOOR_EIO, path);
+  int rc = migrate(s);
+  if (rc) return rc;
+  if ((rc = prepare(s, &s->append,
+                    "INSERT INTO events(run_id,seq,op,kind,name,payload,time) VALUES(?,?,?,?,?,?,?)")) ||
+      (rc = prepare(s, &s->begin, "BEGIN IMMEDIATE")) ||
+      (rc = prepare(s, &s->commit, "COMMIT")) ||
+      (rc = prepare(s, &s->events,
+                    "SELECT seq,op,kind,name,payload,time FROM events WHERE run_id=? ORDER BY seq")))
+    return rc;
+  return 0;
+}
+
+void moor_store_close(moor_store *s) {
+  if (!s->db) return;
+  if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_finalize(s->append);
+  sqlite3_finalize(s->begin);
+  sqlite3_finalize(s->commit);
+  sqlite3_finalize(s->events);
+  sqlite3_close(s->db);
+  s->db = NULL;
+}
+
+int moor_store_begin(moor_store *s) {
+  if (s->in_tx) return 0;
+  int rc = sqlite3_step(s->begin);
+  sqlite3_reset(s->begin);
+  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "begin");
+  s->in_tx = 1;
+  return 0;
+}
+
+int moor_store_commit(moor_store *s) {
+  if (!s->in_tx) return 0;
+  int rc = sqlite3_step(s->commit);
+  sqlite3_reset(s->commit);
+  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "commit");
+  s->in_tx = 0;
+  return 0;
+}
+
+int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,
+                      const char *kind, const char *name, const char *payload,
+                      size_t payload_len, long long time_ms) {
+  int rc = moor_store_begin(s);
+  if (rc) return rc;
+  sqlite3_stmt *st = s->append;
+  sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, seq);
+  if (op > 0) sqlite3_bind_int64(st, 3, op); else sqlite3_bind_null(st, 3);
+  sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC);
+  if (name) sqlite3_bind_text(st, 5, name, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 5);
+  sqlite3_bind_text(st, 6, payload, (int)payload_len, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 7, time_ms);
+  rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "append event");
+  return 0;
+}
+
+int moor_store_exec(moor_store *s, const char *sql, int nparams, const char *const *params) {
+  int rc = moor_store_begin(s);
+  if (rc) return rc;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return fail(s, MOOR_EIO, "prepare");
+  for (int i = 0; i < nparams; i++) {
+    if (params[i]) sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, i + 1);
+  }
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "write");
+  return 0;
+}

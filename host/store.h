@@ -1,0 +1,30 @@
+/* store: the SQLite file behind an engine. Runs and an append-only event log
+ * per run; WAL mode; schema versioned with PRAGMA user_version. */
+#ifndef MOOR_STORE_H
+#define MOOR_STORE_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+
+typedef struct moor_store {
+  sqlite3 *db;
+  int in_tx;             /* a write transaction is open (group commit) */
+  sqlite3_stmt *append;  /* INSERT INTO events */
+  sqlite3_stmt *begin;
+  sqlite3_stmt *commit;
+  sqlite3_stmt *events;  /* SELECT ... FROM events WHERE run_id=? */
+  char err[512];
+} moor_store;
+
+int moor_store_open(moor_store *s, const char *path, int durability);
+void moor_store_close(moor_store *s);
+int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
+int moor_store_commit(moor_store *s);  /* no-op when none is open */
+int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,
+                      const char *kind, const char *name, const char *payload,
+                      size_t payload_len, long long time_ms);
+/* Run one statement with text parameters (NULL binds NULL), for the rarer
+ * writes (run rows) where a cached statement buys nothing. */
+int moor_store_exec(moor_store *s, const char *sql, int nparams, const char *const *params);
+
+#endif

@@ -1,0 +1,766 @@
+--- The durable engine: runs tool bodies as coroutines, answers their ops,
+-- records every result in the run's event log before the body sees it, and
+-- replays a run from its log after a restart.
+--
+-- The op protocol (DESIGN.md): a body yields (OP, kind, name, spec) to ask
+-- the engine for something durable; any other yield is a progress snapshot.
+-- Each durable op gets the next op number ("seq") of its run. Replay answers
+-- ops from the log in the order their results were recorded, and switches to
+-- live at the first op with no record. An op whose kind or name differs from
+-- the log fails the run with a non-determinism error.
+local core = require "moor.core"
+local json = require "moor.json"
+local errors = require "moor.errors"
+local schema = require "moor.schema"
+
+local M = {}
+
+local OP = setmetatable({}, { __name = "moor.op", __tostring = function() return "moor.op" end })
+M.OP = OP
+M.MAX_RESULT = 64 * 1024
+M.tools = {}          -- name -> loaded tool definition
+M.agent = nil         -- the agent definition from agent/agent.lua, when present
+
+local co_create, co_resume, co_status, co_yield, co_close =
+  coroutine.create, coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
+local pack, unpack = table.pack, table.unpack
+local encode, decode = json.encode, json.decode
+local append_event, now_ms = core.append, core.now
+
+local runs = {}               -- id -> run, for runs in memory
+local nruns = 0
+local runq, qhead, qtail = {}, 1, 0   -- threads ready to resume (FIFO: deterministic)
+local pending, npending = {}, 0       -- completions appended, not yet committed
+local replaying = {}          -- runs still answering ops from their log (array)
+local emitted, nemitted = {}, 0       -- events for the embedder's listener
+local heap, nheap = {}, 0     -- timers: binary heap by due time
+
+local current_run = nil       -- the run whose body is executing
+local in_body = false         -- true while a body (not a step) executes
+local step_info = nil         -- the step executing now, for moor.stepInfo()
+
+---------------------------------------------------------------------------
+-- timers (a binary heap; cancelled entries are skipped when they surface)
+
+local function heap_push(t)
+  nheap = nheap + 1
+  local i = nheap
+  heap[i] = t
+  while i > 1 do
+    local p = i // 2
+    if heap[p].due <= t.due then break end
+    heap[i], heap[p] = heap[p], t
+    i = p
+  end
+end
+
+local function heap_pop()
+  local top = heap[1]
+  local last = heap[nheap]
+  heap[nheap] = nil
+  nheap = nheap - 1
+  if nheap > 0 then
+    local i = 1
+    heap[1] = last
+    while true do
+      local l, s = i * 2, i
+      if l <= nheap and heap[l].due < heap[s].due then s = l end
+      if l + 1 <= nheap and heap[l + 1].due < heap[s].due then s = l + 1 end
+      if s == i then break end
+      heap[i], heap[s] = heap[s], heap[i]
+      i = s
+    end
+  end
+  return top
+end
+
+local function add_timer(r, due, fire)
+  local t = { due = due, run = r, fire = fire }
+  heap_push(t)
+  return t
+end
+
+---------------------------------------------------------------------------
+-- the log
+
+local listener = false
+
+local function append(r, op, kind, name, payload)
+  local seq = r.seq + 1
+  r.seq = seq
+  local t = now_ms()
+  local ok, err = append_event(r.id, seq, op, kind, name, payload, t)
+  if not ok then error("cannot record event: " .. tostring(err), 0) end
+  if listener then
+    nemitted = nemitted + 1
+    emitted[nemitted] = { r.id, seq, kind, name, payload }
+  end
+  return seq, t
+end
+
+local function flush_listener()
+  for i = 1, nemitted do
+    local e = emitted[i]
+    core.emit(e[1], e[2], e[3], e[4], e[5])
+    emitted[i] = nil
+  end
+  nemitted = 0
+end
+
+---------------------------------------------------------------------------
+-- scheduling
+
+local function ready(th, ok, v1, v2)
+  th.ok, th.v1, th.v2 = ok, v1, v2
+  qtail = qtail + 1
+  runq[qtail] = th
+  th.run.nready = th.run.nready + 1
+end
+
+local function is_replaying(r)
+  return r.rpos <= r.nreplay
+end
+
+-- Live work for a run waits until its replay is over, so that results keep
+-- the order the log gives them.
+local function live(r, fn)
+  if is_replaying(r) then
+    r.deferred[#r.deferred + 1] = fn
+  else
+    fn()
+  end
+end
+
+local finish_run -- forward
+
+local function nondeterminism(r, n, rec, kind, name)
+  local what
+  if rec then
+    what = ("the log recorded %s '%s' but the body now asks for %s '%s'"):format(
+      rec.kind, rec.name, kind, name)
+  else
+    what = ("the body asks for %s '%s' where the log has no op, but later ops are recorded"):format(
+      kind, name)
+  end
+  finish_run(r, false, errors.new("NonDeterminism",
+    ("non-determinism at seq %d: %s. The tool's code changed under a running run: "
+      .. "change live workflows with moor.version, or let old runs finish on the old code"):format(n, what),
+    { seq = n }))
+end
+
+-- A completion was recorded (or replayed): wake the thread waiting on op n.
+local function deliver(r, n, kind, payload, time)
+  if r.settled then return end
+  local th = r.waiters[n]
+  if not th then
+    local rec = r.recorded[n]
+    return finish_run(r, false, errors.new("NonDeterminism",
+      ("non-determinism at seq %d: the log recorded a result for %s '%s' but the body never waited on it"):format(
+        n, rec and rec.kind or kind, rec and rec.name or "?"), { seq = n }))
+  end
+  r.waiters[n] = nil
+  if time > r.now then r.now = time end
+  if kind == "step.result" then
+    local v, err = decode(payload)
+    if err then return finish_run(r, false, errors.new("CorruptLog", "seq " .. n .. ": " .. err)) end
+    ready(th, true, v)
+  elseif kind == "step.error" then
+    local e = decode(payload)
+    local err = e and e.error or {}
+    ready(th, false, errors.new(err.code or "Error", err.message or "step failed", { seq = n, attempts = e and e.attempt }))
+  else -- timer.fired
+    ready(th, true, nil)
+  end
+end
+
+local function complete(r, n, kind, name, payload)
+  local _, t = append(r, n, kind, name, payload)
+  npending = npending + 1
+  pending[npending] = { r, n, kind, payload, t }
+end
+
+local function backoff(policy, attempt)
+  local d = policy.backoff * policy.factor ^ (attempt - 1)
+  if d > policy.maxBackoff then d = policy.maxBackoff end
+  return math.floor(d)
+end
+
+local function progress(r, v)
+  r.last_progress = v
+  if is_replaying(r) then return true end
+  local text, err = encode(v, M.MAX_RESULT, "progress")
+  if not text then
+    finish_run(r, false, errors.new("InvalidProgress", err))
+    return false
+  end
+  append(r, nil, "progress", nil, text)
+  return true
+end
+
+local exec_step
+exec_step = function(r, n, name, spec, attempt)
+  if r.settled then return end
+  step_info = { runId = r.id, seq = n, attempt = attempt, name = name,
+                idempotencyKey = r.id .. ":" .. n }
+  local co = co_create(spec.fn)
+  local ok, v = co_resume(co, unpack(spec.args, 1, spec.args.n))
+  -- A step may yield progress snapshots; durable ops inside a step are refused
+  -- by the op wrappers (they run as plain calls or raise).
+  while ok and co_status(co) == "suspended" do
+    if v ~= OP and not progress(r, v) then co_close(co); step_info = nil; return end
+    ok, v = co_resume(co)
+  end
+  step_info = nil
+  if r.settled then return end
+  if ok then
+    local text, err, kind = encode(v, M.MAX_RESULT, "result")
+    if text then return complete(r, n, "step.result", name, text) end
+    v = errors.FatalError(("step '%s' returned a value that cannot be recorded: %s%s"):format(name, err,
+      kind == "size" and "; return a summary, or write the data to a file and return its path" or ""))
+  end
+  local e = errors.normalize(v)
+  if e.code ~= "FatalError" and attempt <= spec.policy.retries then
+    local delay = e.retryAfter
+    if delay ~= nil then delay = require("moor.duration").parse(delay) end
+    delay = delay or backoff(spec.policy, attempt)
+    local due = now_ms() + delay
+    append(r, n, "step.retry", name, encode({ attempt = attempt, error = e, retryAt = due }))
+    add_timer(r, due, function() exec_step(r, n, name, spec, attempt + 1) end)
+  else
+    complete(r, n, "step.error", name, encode({ attempt = attempt, error = e }))
+  end
+end
+
+local function fire_sleep(r, n)
+  return function()
+    if not r.settled then complete(r, n, "timer.fired", "sleep", "{}") end
+  end
+end
+
+-- Futures: branches started with moor.async.
+local function wait_result(w)
+  local fs = w.futures
+  if w.mode == "race" then
+    for i = 1, #fs do
+      local f = fs[i]
+      if f.done then return true, f.ok, f.value, i end
+    end
+    return false
+  end
+  -- all (await is all of one)
+  local values = {}
+  for i = 1, #fs do
+    local f = fs[i]
+    if f.done and not f.ok then return true, false, f.value end
+    if not f.done then return false end
+    values[i] = f.value
+  end
+  if w.mode == "await" then return true, true, values[1] end
+  return true, true, json.array(values)
+end
+
+local function settle_future(f, ok, v)
+  f.done, f.ok, f.value = true, ok, v
+  local ws = f.waiters
+  f.waiters = nil
+  if not ws then return end
+  for i = 1, #ws do
+    local th, w = ws[i][1], ws[i][2]
+    if th.wait == w then
+      local done, rok, rv, idx = wait_result(w)
+      if done then
+        th.wait = nil
+        ready(th, rok, rv, idx)
+      end
+    end
+  end
+end
+
+-- Handle one op from thread th. Returns true, ok, v1, v2 when the thread
+-- continues at once; false when it parks.
+local function handle_op(r, th, kind, name, spec)
+  if kind == "wait" then
+    local done, ok, v, idx = wait_result(spec)
+    if done then return true, ok, v, idx end
+    th.wait = spec
+    for _, f in ipairs(spec.futures) do
+      f.waiters = f.waiters or {}
+      f.waiters[#f.waiters + 1] = { th, spec }
+    end
+    return false
+  elseif kind == "version" then
+    local id = name
+    local v = r.versions[id]
+    if v == nil then
+      -- First time this marker is met: a run that is still replaying started
+      -- before the marker existed, so it takes the oldest supported version.
+      v = is_replaying(r) and spec.min or spec.max
+      r.versions[id] = v
+      append(r, nil, "version", id, encode(v))
+    end
+    if v < spec.min or v > spec.max then
+      finish_run(r, false, errors.new("NonDeterminism",
+        ("moor.version('%s'): this run recorded version %d, outside the supported %d..%d"):format(
+          id, v, spec.min, spec.max)))
+      return false
+    end
+    return true, true, v
+  end
+  local n = r.nops + 1
+  r.nops = n
+  local rec = r.recorded[n]
+  if rec then
+    if rec.kind ~= kind or rec.name ~= name then
+      nondeterminism(r, n, rec, kind, name)
+      return false
+    end
+  elseif n <= r.max_op then
+    nondeterminism(r, n, nil, kind, name)
+    return false
+  end
+  r.waiters[n] = th
+  if rec and rec.done then return false end -- the replay delivers its result
+  if kind == "step" then
+    local attempt = (rec and rec.attempts or 0) + 1
+    local due = rec and rec.retry_due
+    live(r, function()
+      if due and due > now_ms() then
+        add_timer(r, due, function() exec_step(r, n, name, spec, attempt) end)
+      else
+        exec_step(r, n, name, spec, attempt)
+      end
+    end)
+  elseif kind == "sleep" then
+    live(r, function()
+      local due = rec and rec.due
+      if not due then
+        due = now_ms() + spec.ms
+        append(r, n, "timer.scheduled", name, encode({ due = due }))
+        r.recorded[n] = { kind = kind, name = name, due = due }
+      end
+      add_timer(r, due, fire_sleep(r, n))
+    end)
+  else
+    finish_run(r, false, errors.new("UnknownOp", "unknown op kind '" .. tostring(kind) .. "'"))
+  end
+  return false
+end
+
+local function thread_done(th, ok, v)
+  local r = th.run
+  if th == r.main then
+    finish_run(r, ok, v)
+  else
+    settle_future(th.future, ok, v)
+  end
+end
+
+local function resume_thread(th)
+  local r = th.run
+  r.nready = r.nready - 1
+  if r.settled or th.dead then return end
+  local co = th.co
+  -- x1..x3 are what the pending yield returns: (ok, value, extra) for ops.
+  local x1, x2, x3 = th.ok, th.v1, th.v2
+  th.ok, th.v1, th.v2 = nil, nil, nil
+  while true do
+    current_run, in_body = r, true
+    local ok, a, b, c, d = co_resume(co, x1, x2, x3)
+    current_run, in_body = nil, false
+    if co_status(co) == "dead" then
+      th.dead = true
+      return thread_done(th, ok, a)
+    end
+    if a == OP then
+      local go
+      go, x1, x2, x3 = handle_op(r, th, b, c, d)
+      if not go or r.settled then return end
+    else
+      if not progress(r, a) then return end
+      x1, x2, x3 = nil, nil, nil
+    end
+  end
+end
+
+local function new_thread(r, fn)
+  local th = { run = r, co = co_create(fn) }
+  r.threads[#r.threads + 1] = th
+  return th
+end
+
+---------------------------------------------------------------------------
+-- runs
+
+local function end_run(r, status)
+  r.settled = true
+  r.status = status
+  for _, th in ipairs(r.threads) do
+    if not th.dead and co_status(th.co) == "suspended" then co_close(th.co) end
+    th.dead = true
+  end
+  if runs[r.id] then
+    runs[r.id] = nil
+    nruns = nruns - 1
+  end
+end
+
+finish_run = function(r, ok, v)
+  if r.settled then return end
+  if ok then
+    if v == nil then v = r.last_progress end
+    if v == nil then v = json.null end
+    local text, err, kind = encode(v, M.MAX_RESULT, "result")
+    if text and r.tool.outputSchema then
+      local vok, verr = schema.validate(r.tool.outputSchema, decode(text), "result")
+      if not vok then text, err, kind = nil, "the result does not match outputSchema: " .. verr, "schema" end
+    end
+    if text then
+      append(r, nil, "run.completed", r.tool_name, text)
+      core.exec("UPDATE runs SET status='completed', result=?, updated=? WHERE id=?", text, now_ms(), r.id)
+      return end_run(r, "completed")
+    end
+    if kind == "size" then
+      err = err .. "; return a summary, or write the data to a file in a step and return its path"
+    end
+    v = errors.new(kind == "size" and "ResultTooLarge" or "InvalidResult", err)
+  end
+  local e = errors.normalize(v)
+  local text = encode({ code = e.code, message = e.message })
+  append(r, nil, "run.failed", r.tool_name, text)
+  core.exec("UPDATE runs SET status='failed', error=?, updated=? WHERE id=?", text, now_ms(), r.id)
+  end_run(r, "failed")
+end
+
+-- xorshift64*: math.random in a body is seeded per run, so replay draws the
+-- same numbers.
+local function rng_next(r)
+  local x = r.rng
+  x = x ~ (x >> 12)
+  x = x ~ (x << 25)
+  x = x ~ (x >> 27)
+  r.rng = x
+  return x * 2685821657736338717
+end
+
+local function new_run(row, tool)
+  local r = {
+    id = row.id, tool_name = row.tool, tool = tool, call_id = row.call_id,
+    seq = 0, nops = 0, max_op = 0, nready = 0,
+    started = row.started, now = row.started,
+    recorded = {}, waiters = {}, threads = {}, versions = {},
+    replay = {}, rpos = 1, nreplay = 0, deferred = {},
+    rng = (row.seed ~= 0 and row.seed or 0x9E3779B97F4A7C15),
+    status = "running",
+  }
+  return r
+end
+
+local function start_main(r, input)
+  local tool = r.tool
+  local ctx = {
+    callId = r.call_id, toolName = r.tool_name, runId = r.id,
+    abortSignal = { aborted = false },
+  }
+  r.ctx = ctx
+  local body = tool.body
+  r.main = new_thread(r, function() return body(input, ctx) end)
+  runs[r.id] = r
+  nruns = nruns + 1
+  ready(r.main, nil)
+end
+
+local COMPLETIONS = { ["step.result"] = "step", ["step.error"] = "step", ["timer.fired"] = "sleep" }
+local OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
+                 ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep" }
+
+local function load_run(row)
+  local tool = M.tools[row.tool]
+  local r = new_run(row, tool)
+  local events, err = core.events(row.id)
+  if not events then return nil, err end
+  if not tool then
+    r.seq = #events > 0 and events[#events].seq or 0
+    r.tool = { name = row.tool }
+    finish_run(r, false, errors.new("MissingTool",
+      ("tool '%s' is not in this build (no %s.lua under the agent's tools/), so run %s cannot resume"):format(
+        row.tool, row.tool, row.id)))
+    return r
+  end
+  for i = 1, #events do
+    local ev = events[i]
+    r.seq = ev.seq
+    local n, kind = ev.op, ev.kind
+    if n then
+      local rec = r.recorded[n]
+      if not rec then
+        rec = { kind = OPKIND[kind] or kind, name = ev.name }
+        r.recorded[n] = rec
+        if n > r.max_op then r.max_op = n end
+      end
+      if COMPLETIONS[kind] then
+        rec.done = true
+        r.nreplay = r.nreplay + 1
+        r.replay[r.nreplay] = ev
+      elseif kind == "step.retry" then
+        local p = decode(ev.payload)
+        rec.attempts, rec.retry_due = p.attempt, p.retryAt
+      elseif kind == "timer.scheduled" then
+        rec.due = decode(ev.payload).due
+      end
+    elseif kind == "version" then
+      r.versions[ev.name] = decode(ev.payload)
+    end
+  end
+  if row.source_hash and tool.source_hash and row.source_hash ~= tool.source_hash then
+    append(r, nil, "run.note", nil, encode({
+      message = ("the source of tool '%s' changed since this run started (%s -> %s); replay continues "
+        .. "while its ops match the log"):format(row.tool, row.source_hash, tool.source_hash) }))
+  end
+  if r.nreplay > 0 then replaying[#replaying + 1] = r end
+  start_main(r, decode(row.input))
+  return r
+end
+
+---------------------------------------------------------------------------
+-- the scheduler round
+
+local function commit_and_deliver()
+  local ok, err = core.commit()
+  if not ok then error("cannot commit: " .. tostring(err), 0) end
+  local n = npending
+  local list = pending
+  pending, npending = {}, 0
+  for i = 1, n do
+    local p = list[i]
+    deliver(p[1], p[2], p[3], p[4], p[5])
+  end
+end
+
+local function replay_round()
+  local progressed = false
+  local i = 1
+  while i <= #replaying do
+    local r = replaying[i]
+    if r.settled then
+      table.remove(replaying, i)
+    elseif r.nready == 0 then
+      local ev = r.replay[r.rpos]
+      r.rpos = r.rpos + 1
+      deliver(r, ev.op, ev.kind, ev.payload, ev.time)
+      progressed = true
+      if not is_replaying(r) then
+        table.remove(replaying, i)
+        local d = r.deferred
+        r.deferred = {}
+        for j = 1, #d do d[j]() end
+      else
+        i = i + 1
+      end
+    else
+      i = i + 1
+    end
+  end
+  return progressed
+end
+
+--- Run everything that is ready; returns ms until the next timer, or nil.
+function M.tick()
+  listener = core.has_listener()
+  local now = now_ms()
+  while nheap > 0 and heap[1].due <= now do
+    local t = heap_pop()
+    if not t.run.settled then t.fire() end
+  end
+  while true do
+    while qhead <= qtail do
+      local th = runq[qhead]
+      runq[qhead] = nil
+      qhead = qhead + 1
+      resume_thread(th)
+    end
+    qhead, qtail = 1, 0
+    local progressed = #replaying > 0 and replay_round()
+    if npending > 0 then
+      commit_and_deliver()
+    elseif not progressed then
+      break
+    end
+  end
+  local ok, err = core.commit() -- run starts and ends, progress, schedules
+  if not ok then error("cannot commit: " .. tostring(err), 0) end
+  flush_listener()
+  while nheap > 0 and heap[1].run.settled do heap_pop() end
+  if nheap > 0 then
+    local d = heap[1].due - now_ms()
+    return d > 0 and d or 0
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- the body's view: ops, fences, clock
+
+function M.in_body() return in_body end
+function M.current() return in_body and current_run or nil end
+function M.step_info() return step_info end
+
+--- Yield an op to the engine (raises when not in a workflow body).
+function M.op(kind, name, spec)
+  return co_yield(OP, kind, name, spec)
+end
+
+function M.async(fn, ...)
+  local r = current_run
+  local args = pack(...)
+  local f = { done = false }
+  local th = new_thread(r, function() return fn(unpack(args, 1, args.n)) end)
+  th.future = f
+  ready(th, nil)
+  return f
+end
+
+function M.random(r) return rng_next(r) end
+
+---------------------------------------------------------------------------
+-- the embedder's entry points (called from host/moor.c)
+
+local function new_id(prefix)
+  return prefix .. ("%011x"):format(now_ms()) .. (core.random_bytes(6):gsub(".", function(c)
+    return ("%02x"):format(c:byte())
+  end))
+end
+
+function M.load_agent(dir)
+  return require("moor.loader").load(dir, M)
+end
+
+function M.register(name, tool)
+  M.tools[name] = tool
+end
+
+function M.call(name, input_json)
+  local tool = M.tools[name]
+  if not tool then
+    local names = {}
+    for k in pairs(M.tools) do names[#names + 1] = k end
+    table.sort(names)
+    return nil, ("unknown tool '%s'; this agent has: %s"):format(name,
+      #names > 0 and table.concat(names, ", ") or "(no tools)"), "unknown"
+  end
+  local input, err = input_json, nil
+  if type(input_json) == "string" then input, err = decode(input_json) end
+  if err then return nil, "the input is not valid JSON: " .. err, "json" end
+  local ok, verr = schema.validate(tool.inputSchema, input, "input")
+  if not ok then
+    return nil, ("input refused by tool '%s': %s"):format(name, verr), "input"
+  end
+  local text = encode(input)
+  local id = new_id("run_")
+  local seed = string.unpack("<i8", core.random_bytes(8))
+  local t = now_ms()
+  local row = { id = id, tool = name, call_id = new_id("call_"), seed = seed, started = t }
+  local _, e = core.exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,updated)"
+    .. " VALUES(?,?,?,'running',?,?,?,?,?,?)", id, name, tool.entry, text, row.call_id,
+    tool.source_hash, seed, t, t)
+  if e then return nil, e, "store" end
+  local r = new_run(row, tool)
+  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id }))
+  start_main(r, decode(text))
+  return id
+end
+
+function M.resume_all()
+  local rows, err = core.query("SELECT * FROM runs WHERE status='running' ORDER BY started, id")
+  if not rows then return nil, err end
+  local n = 0
+  for _, row in ipairs(rows) do
+    if not runs[row.id] then
+      local _, lerr = load_run(row)
+      if lerr then return nil, lerr end
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--- Drop a run from memory and load it again from its log (a restart in
+-- miniature; moor.testing uses it to prove replay).
+function M.reload(id)
+  local r = runs[id]
+  if r then end_run(r, r.status) end
+  local rows = core.query("SELECT * FROM runs WHERE id=?", id)
+  if not rows or not rows[1] then return nil, "unknown run " .. id end
+  if rows[1].status ~= "running" then return nil, "run " .. id .. " is " .. rows[1].status end
+  return load_run(rows[1])
+end
+
+function M.run_info(id)
+  local rows = core.query("SELECT status, result, error FROM runs WHERE id=?", id)
+  if not rows or not rows[1] then return nil, ("unknown run '%s'"):format(id) end
+  local row = rows[1]
+  return row.status, row.result or row.error or "null"
+end
+
+local function iso(ms)
+  return os.date("!%Y-%m-%dT%H:%M:%SZ", ms // 1000)
+end
+
+function M.list_runs(as_json)
+  local rows = core.query("SELECT id, tool, status, started, updated FROM runs ORDER BY started, id")
+  if as_json then
+    for _, row in ipairs(rows) do
+      row.started, row.updated = iso(row.started), iso(row.updated)
+    end
+    return encode(json.array(rows)) .. "\n"
+  end
+  local out = { ("%-32s %-24s %-10s %-20s %s"):format("ID", "TOOL", "STATUS", "STARTED", "UPDATED") }
+  for _, row in ipairs(rows) do
+    out[#out + 1] = ("%-32s %-24s %-10s %-20s %s"):format(row.id, row.tool, row.status,
+      iso(row.started), iso(row.updated))
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+function M.list_events(as_json, id)
+  local rows = core.query("SELECT 1 FROM runs WHERE id=?", id)
+  if not rows or not rows[1] then
+    return nil, ("unknown run '%s'; 'moor runs' lists the runs"):format(id)
+  end
+  local events = core.events(id)
+  if as_json then
+    for _, ev in ipairs(events) do
+      ev.payload = decode(ev.payload)
+      ev.time = iso(ev.time)
+    end
+    return encode(json.array(events)) .. "\n"
+  end
+  local out = {}
+  for _, ev in ipairs(events) do
+    out[#out + 1] = ("%4d  %s  %-6s %-16s %-18s %s"):format(ev.seq, iso(ev.time),
+      ev.op and ("op " .. ev.op) or "", ev.kind, ev.name or "", ev.payload)
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+function M.run_tests(args)
+  return require("moor.testrunner").run(args)
+end
+
+function M.shutdown()
+  core.commit()
+end
+
+function M.stats()
+  return { runs = nruns, timers = nheap }
+end
+
+function M.run_status(id)
+  local r = runs[id]
+  if r then return r.status end
+  local rows = core.query("SELECT status FROM runs WHERE id=?", id)
+  return rows and rows[1] and rows[1].status
+end
+
+require("moor.fence").install(M)
+
+return M

@@ -1,0 +1,57 @@
+--- Error objects that reach authors: tables with a `code` and a `message`.
+-- Raise them with error(obj, level); they print as "Code: message".
+local M = {}
+
+local Error = {}
+Error.__index = Error
+Error.__name = "moor.Error"
+Error.__tostring = function(e)
+  return e.code .. ": " .. tostring(e.message)
+end
+M.Error = Error
+
+function M.new(code, message, fields)
+  local e = fields or {}
+  e.code = code
+  e.message = message
+  return setmetatable(e, Error)
+end
+
+function M.is(e, code)
+  return getmetatable(e) == Error and (code == nil or e.code == code)
+end
+
+-- A class is callable: FatalError("msg") or FatalError{ message = ..., retryAfter = ... }.
+local function class(code)
+  local c = { code = code }
+  function c.is(e) return M.is(e, code) end
+  return setmetatable(c, {
+    __call = function(_, arg)
+      if type(arg) == "table" then
+        local fields = {}
+        for k, v in pairs(arg) do
+          if k ~= 1 and k ~= "message" then fields[k] = v end
+        end
+        return M.new(code, arg.message or arg[1] or code, fields)
+      end
+      return M.new(code, arg == nil and code or tostring(arg))
+    end,
+    __tostring = function() return "moor." .. code end,
+  })
+end
+
+M.FatalError = class("FatalError")
+M.RetryableError = class("RetryableError")
+M.Cancelled = class("Cancelled")
+
+--- Reduce any raised value to a plain { code, message [, retryAfter] } for the log.
+function M.normalize(err)
+  if getmetatable(err) == Error then
+    return { code = err.code, message = tostring(err.message), retryAfter = err.retryAfter }
+  elseif type(err) == "table" and type(err.message) == "string" then
+    return { code = type(err.code) == "string" and err.code or "Error", message = err.message }
+  end
+  return { code = "Error", message = tostring(err) }
+end
+
+return M

@@ -1,0 +1,304 @@
+--- moor: the authoring API. Names follow eve's (defineTool,
+-- defineWorkflowTool, execute, ctx.callId, FatalError, ...) so its docs
+-- translate line by line.
+--
+--   local moor = require "moor"
+--   local fetchPlan = moor.step("fetchPlan", function(service) ... end)
+--   return moor.defineWorkflowTool {
+--     description = "...",
+--     inputSchema = moor.schema.object { service = moor.schema.string() },
+--     execute = function(input, ctx) local plan = fetchPlan(input.service) ... end,
+--   }
+local engine = require "moor.engine"
+local errors = require "moor.errors"
+local duration = require "moor.duration"
+local schema = require "moor.schema"
+local json = require "moor.json"
+
+local M = {
+  schema = schema,
+  json = json,
+  FatalError = errors.FatalError,
+  RetryableError = errors.RetryableError,
+  Cancelled = errors.Cancelled,
+  Error = errors,
+  version_string = require("moor.core").version,
+}
+
+local definitions = setmetatable({}, { __mode = "k" }) -- tool table -> true
+
+-- Definition errors carry the file and line of the define* call, so the
+-- loader can report them as "agent/tools/x.lua:3: ...".
+-- `return moor.defineTool{...}` is a tail call, which drops the file's frame,
+-- so when no frame of the file being loaded is found the loader points at
+-- the define call's line itself.
+local function def_error(msg, level)
+  local where
+  for l = (level or 2) + 1, (level or 2) + 4 do
+    local info = debug.getinfo(l, "Sl")
+    if not info then break end
+    if info.currentline and info.currentline > 0 and info.source:sub(1, 1) == "@"
+      and not info.source:find("/moor/[%w_]+%.lua$") then
+      where = info.short_src .. ":" .. info.currentline
+      break
+    end
+  end
+  error(errors.new("DefinitionError", msg, { where = where }), (level or 2) + 1)
+end
+
+local ENTRY_POINTS = { "execute", "task", "serve" }
+
+local function check_common(kind, def)
+  if type(def) ~= "table" then def_error(kind .. " takes a table { description, inputSchema, execute }", 3) end
+  if type(def.description) ~= "string" or def.description:match("^%s*$") then
+    def_error("missing description: " .. kind .. " needs a description string, written for the model", 3)
+  end
+  if def.inputSchema == nil then
+    def_error("missing inputSchema: pass moor.schema.object{ ... } (moor.schema.object{} for no input)", 3)
+  end
+  for _, field in ipairs { "inputSchema", "outputSchema" } do
+    local s = def[field]
+    if s ~= nil then
+      if type(s) ~= "table" then def_error(field .. " must be a JSON Schema table or a moor.schema builder", 3) end
+      local ok, err = schema.check(s)
+      if not ok then def_error(field .. " is not a valid schema: " .. err, 3) end
+    end
+  end
+  if def.inputSchema.type ~= "object" then
+    def_error("inputSchema must describe a JSON object (type = \"object\"): a tool's input is an object", 3)
+  end
+  local found = {}
+  for _, e in ipairs(ENTRY_POINTS) do
+    if def[e] ~= nil then
+      if type(def[e]) ~= "function" then def_error(e .. " must be a function", 3) end
+      found[#found + 1] = e
+    end
+  end
+  if #found == 0 then def_error(kind .. " needs exactly one entry point: execute (task and serve come later)", 3) end
+  if #found > 1 then
+    def_error(kind .. " needs exactly one entry point, but defines " .. table.concat(found, " and "), 3)
+  end
+  local entry = found[1]
+  if entry ~= "execute" then
+    def_error(("'%s' entry points are not supported yet: define execute instead"):format(entry), 3)
+  end
+  if def.execution ~= nil then
+    def_error(("execution = %q is not supported yet: background tools come with tasks"):format(
+      tostring(def.execution)), 3)
+  end
+  if def.toModelOutput ~= nil and type(def.toModelOutput) ~= "function" then
+    def_error("toModelOutput must be a function", 3)
+  end
+  return entry
+end
+
+local function finish(def, entry, suspend)
+  local tool = {}
+  for k, v in pairs(def) do tool[k] = v end
+  tool.entry = entry
+  -- The four cells are data (DESIGN.md): consumers switch on shape.
+  tool.shape = { lifetime = entry == "execute" and "step" or "task", suspend = suspend }
+  definitions[tool] = true
+  return tool
+end
+
+--- A plain tool: execute(input, ctx) runs once per call, like a step
+-- (coroutine.yield(v) inside it publishes a progress snapshot).
+function M.defineTool(def)
+  local entry = check_common("defineTool", def)
+  return finish(def, entry, "none")
+end
+
+--- A workflow tool: execute(input, ctx) is a durable body, replayed after a
+-- restart; its side effects go in moor.step functions.
+function M.defineWorkflowTool(def)
+  local entry = check_common("defineWorkflowTool", def)
+  return finish(def, entry, "workflow")
+end
+
+function M.isTool(t) return definitions[t] == true end
+
+--- Agent definitions are validated now; sessions come later.
+function M.defineAgent(def)
+  if type(def) ~= "table" then def_error("defineAgent takes a table { model, description, instructions }") end
+  if type(def.model) ~= "string" and type(def.model) ~= "table" and type(def.model) ~= "function" then
+    def_error("defineAgent needs a model, as \"provider/model\" (\"openai/gpt-5.5\")")
+  end
+  if type(def.model) == "string" and not def.model:match("^[%w_-]+/.+") then
+    def_error(("model %q must be \"provider/model\", as \"openai/gpt-5.5\" or \"anthropic/claude-sonnet-5\""):format(def.model))
+  end
+  if def.description ~= nil and type(def.description) ~= "string" then def_error("description must be a string") end
+  if type(def.instructions) ~= "string" then def_error("defineAgent needs instructions (a string)") end
+  if def.maxSteps ~= nil and (math.type(def.maxSteps) ~= "integer" or def.maxSteps < 1) then
+    def_error("maxSteps must be an integer >= 1")
+  end
+  local agent = {}
+  for k, v in pairs(def) do agent[k] = v end
+  agent.kind = "agent"
+  definitions[agent] = true
+  return agent
+end
+
+-- Bind a loaded tool to its name: the loader calls this once per file.
+function M._bind(tool, name, source_hash)
+  tool.name = name
+  tool.source_hash = source_hash
+  if tool.shape.suspend == "workflow" then
+    tool.body = tool[tool.entry]
+  else
+    -- A plain tool runs as one step of its run: not replayed, not retried
+    -- (eve does not retry authored tools), progress still published.
+    local execute = tool[tool.entry]
+    local policy = { retries = 0, backoff = 0, factor = 1, maxBackoff = 0 }
+    tool.body = function(input, ctx)
+      return M._step_call(name, execute, policy, input, ctx)
+    end
+  end
+  return tool
+end
+
+local DEFAULT_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
+
+local function make_policy(p)
+  if p == nil then return DEFAULT_POLICY end
+  if type(p) ~= "table" then error("a step policy is a table { retries, backoff, factor, maxBackoff }", 3) end
+  local policy = {}
+  for k, v in pairs(DEFAULT_POLICY) do policy[k] = v end
+  for k, v in pairs(p) do
+    if DEFAULT_POLICY[k] == nil then error(("unknown step policy option '%s'"):format(tostring(k)), 3) end
+    if k == "retries" then
+      if math.type(v) ~= "integer" or v < 0 then error("retries must be an integer >= 0", 3) end
+      policy.retries = v
+    elseif k == "factor" then
+      if type(v) ~= "number" or v < 1 then error("factor must be a number >= 1", 3) end
+      policy.factor = v
+    else
+      policy[k] = duration.check(v, 3)
+    end
+  end
+  return policy
+end
+
+function M._step_call(name, fn, policy, ...)
+  if not engine.in_body() then return fn(...) end
+  local ok, v = engine.op("step", name, { fn = fn, args = table.pack(...), policy = policy })
+  if ok then return v end
+  error(v, 0)
+end
+
+--- moor.step(name, fn [, policy]) -> a function. Called in a workflow body it
+-- is a durable step: run once, its result recorded and replayed; retried on
+-- error (3 retries, exponential backoff from 1s, unless policy says
+-- otherwise; FatalError is never retried). Called anywhere else it is a
+-- plain call. policy = { retries, backoff, factor, maxBackoff }.
+function M.step(name, fn, policy)
+  if type(name) ~= "string" or name == "" then error("moor.step needs a name (a non-empty string)", 2) end
+  if type(fn) ~= "function" then error("moor.step needs a function", 2) end
+  local pol = make_policy(policy)
+  return function(...) return M._step_call(name, fn, pol, ...) end
+end
+
+--- Inside a running step: { runId, seq, attempt, name, idempotencyKey }.
+-- idempotencyKey (run id + op seq) is stable across retries and restarts:
+-- hand it to services that deduplicate, since steps are at-least-once.
+function M.stepInfo() return engine.step_info() end
+
+local function need_body(what)
+  if not engine.in_body() then
+    error(what .. " belongs in a workflow body (defineWorkflowTool's execute), not in a step or plain code", 3)
+  end
+end
+
+--- Durable sleep: parks the run without holding compute; survives restarts.
+function M.sleep(d)
+  local ms = duration.check(d, 2)
+  need_body("moor.sleep")
+  local ok, v = engine.op("sleep", "sleep", { ms = ms })
+  if not ok then error(v, 0) end
+end
+
+--- moor.async(fn, ...) -> future: run fn as a branch of this run.
+function M.async(fn, ...)
+  need_body("moor.async")
+  if type(fn) ~= "function" then error("moor.async needs a function", 2) end
+  return engine.async(fn, ...)
+end
+
+--- A future that settles (with nil) after d: for moor.race.
+function M.timer(d)
+  local ms = duration.check(d, 2)
+  need_body("moor.timer")
+  return engine.async(M.sleep, ms)
+end
+
+local function check_futures(list, what)
+  if type(list) ~= "table" or #list == 0 then error(what .. " takes a non-empty list of futures", 3) end
+  for i, f in ipairs(list) do
+    if type(f) ~= "table" or f.done == nil then
+      error(("%s: item %d is not a future (make one with moor.async or moor.timer)"):format(what, i), 3)
+    end
+  end
+end
+
+local function wait(mode, futures)
+  local ok, v, idx = engine.op("wait", mode, { mode = mode, futures = futures })
+  if not ok then error(v, 0) end
+  return v, idx
+end
+
+--- Wait for every future; returns their values as an array (raises the first error).
+function M.all(futures)
+  need_body("moor.all")
+  check_futures(futures, "moor.all")
+  return (wait("all", futures))
+end
+
+--- Wait for the first future to settle; returns its value and its index.
+function M.race(futures)
+  need_body("moor.race")
+  check_futures(futures, "moor.race")
+  return wait("race", futures)
+end
+
+--- Wait for one future.
+function M.await(f)
+  need_body("moor.await")
+  check_futures({ f }, "moor.await")
+  return (wait("await", { f }))
+end
+
+--- moor.version(id, min, max): change a live workflow deliberately, as
+-- Temporal's patching. New runs record max; runs that reached this point
+-- before the marker existed get min.
+function M.version(id, min, max)
+  need_body("moor.version")
+  if type(id) ~= "string" then error("moor.version needs an id string", 2) end
+  if math.type(min) ~= "integer" or math.type(max) ~= "integer" or min > max then
+    error("moor.version(id, min, max) needs integers with min <= max", 2)
+  end
+  local ok, v = engine.op("version", id, { min = min, max = max })
+  if not ok then error(v, 0) end
+  return v
+end
+
+--- pairs in a stable (sorted-key) order: Lua's pairs order differs between
+-- processes, so a body that makes ops while iterating must use this.
+function M.sortedPairs(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta < tb end
+    return a < b
+  end)
+  local i = 0
+  return function()
+    i = i + 1
+    local k = keys[i]
+    if k ~= nil then return k, t[k] end
+  end
+end
+
+M.testing = setmetatable({}, { __index = function(_, k) return require("moor.testing")[k] end })
+
+return M

@@ -1,0 +1,127 @@
+--- Loads an agent project: every tools/*.lua, and agent.lua when present,
+-- with lib/ on the module path. Every broken file is reported at once, each
+-- with its file and line; nothing runs when any file is broken.
+local core = require "moor.core"
+
+local M = {}
+
+local NAME_RULE = "a letter, then letters, digits, '_' or '-', at most 64 characters"
+
+local function check_name(name)
+  if #name > 64 or not name:match("^[A-Za-z][A-Za-z0-9_-]*$") then
+    return ("bad tool name '%s': a tool's file name is its name: %s"):format(name, NAME_RULE)
+  end
+  if name:sub(1, 6) == "moor__" then
+    return ("bad tool name '%s': names starting with moor__ are reserved for built-in tools"):format(name)
+  end
+end
+
+local function read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- The line of the file's define call, for errors raised where the file's
+-- own frame is gone (a tail call: `return moor.defineTool{...}`).
+local function define_line(src)
+  local n = 0
+  for line in (src .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if line:find("define%a*Tool%s*[{(]") or line:find("defineAgent%s*[{(]") then return n end
+  end
+  return 1
+end
+
+-- Turn whatever a chunk raised into "file:line: message".
+local function describe(path, err, src)
+  if type(err) == "table" then
+    local where = err.where
+    if not where or where:sub(1, #path) ~= path then where = path .. ":" .. define_line(src) end
+    return where .. ": " .. tostring(err.message or err)
+  end
+  local s = tostring(err)
+  if s:find(path, 1, true) == 1 then return s end
+  return path .. ": " .. s
+end
+
+local function load_file(path, moor)
+  local src, rerr = read_file(path)
+  if not src then return nil, path .. ": cannot read: " .. tostring(rerr) end
+  local chunk, perr = load(src, "@" .. path, "t")
+  if not chunk then return nil, perr end
+  local ok, v = xpcall(chunk, function(e) return e end)
+  if not ok then return nil, describe(path, v, src) end
+  return v, nil, src
+end
+
+function M.load(dir, engine)
+  dir = (dir or "agent"):gsub("/+$", "")
+  local moor = require "moor"
+  local errs = {}
+  local entries, lerr = core.listdir(dir)
+  if not entries then
+    return nil, ("cannot load agent: %s (pass --agent DIR with an agent project)"):format(lerr)
+  end
+  -- lib/ is on the module path both as `require "lib.x"` and `require "x"`.
+  package.path = ("%s/?.lua;%s/?/init.lua;%s/lib/?.lua;%s/lib/?/init.lua;"):format(dir, dir, dir, dir)
+    .. package.path
+
+  local has = {}
+  for _, e in ipairs(entries) do has[e] = true end
+
+  local loaded = {}
+  if has["tools"] then
+    local files = core.listdir(dir .. "/tools") or {}
+    for _, file in ipairs(files) do
+      if file:sub(-4) == ".lua" then
+        local name = file:sub(1, -5)
+        local path = dir .. "/tools/" .. file
+        local nerr = check_name(name)
+        if nerr then
+          errs[#errs + 1] = path .. ":1: " .. nerr
+        else
+          local v, err, src = load_file(path, moor)
+          if err then
+            errs[#errs + 1] = err
+          elseif not moor.isTool(v) then
+            errs[#errs + 1] = ("%s:1: the file must return a tool: end it with "
+              .. "`return moor.defineTool{ ... }` or `return moor.defineWorkflowTool{ ... }` (got %s)"):format(
+              path, type(v))
+          else
+            loaded[#loaded + 1] = { name = name, tool = v, hash = core.hash(src), path = path }
+          end
+        end
+      end
+    end
+  end
+
+  local agent
+  if has["agent.lua"] then
+    local path = dir .. "/agent.lua"
+    local v, err = load_file(path, moor)
+    if err then
+      errs[#errs + 1] = err
+    elseif not (moor.isTool(v) == true and type(v) == "table" and v.kind == "agent") then
+      errs[#errs + 1] = path .. ":1: agent.lua must return moor.defineAgent{ model, description, instructions }"
+    else
+      agent = v
+    end
+  end
+
+  if #errs > 0 then
+    table.sort(errs)
+    return nil, ("%d broken file%s in %s; nothing was run:\n  %s"):format(#errs, #errs == 1 and "" or "s",
+      dir, table.concat(errs, "\n  "))
+  end
+  for _, l in ipairs(loaded) do
+    l.tool.file = l.path
+    engine.register(l.name, moor._bind(l.tool, l.name, l.hash))
+  end
+  engine.agent = agent
+  return true
+end
+
+return M

@@ -1,0 +1,86 @@
+--- moor.testing: drive tools from busted specs inside the host (`moor test`).
+--
+--   local t = require("moor").testing
+--   local result, err, run = t.call(tool, { n = 1 })
+--
+-- Runs use the test database `moor test` opened, and the real engine: steps
+-- are recorded, timers really wait (use short durations), and t.restart(run)
+-- drops a run from memory and replays it from its log.
+local engine = require "moor.engine"
+local core = require "moor.core"
+local json = require "moor.json"
+
+local M = {}
+
+local anon = 0
+
+local function resolve(tool)
+  if type(tool) == "string" then
+    if not engine.tools[tool] then error("unknown tool '" .. tool .. "'", 3) end
+    return tool
+  end
+  local moor = require "moor"
+  if not moor.isTool(tool) then error("moor.testing: pass a tool name or a defineTool/defineWorkflowTool value", 3) end
+  if not tool.name then
+    anon = anon + 1
+    moor._bind(tool, "spec_tool_" .. anon, core.hash(tostring(anon)))
+  end
+  engine.register(tool.name, tool)
+  return tool.name
+end
+
+--- Drive the engine until run id settles (or nothing more can happen).
+function M.drive(id)
+  while true do
+    local due = engine.tick()
+    local status = engine.run_status(id)
+    if status ~= "running" then return status end
+    if not due then return status end
+    core.wait(due)
+  end
+end
+
+local function outcome(id)
+  local status, text = engine.run_info(id)
+  local v = json.decode(text)
+  if status == "completed" then return v, nil, id end
+  return nil, v, id
+end
+
+--- Start a run of tool with input and drive it to the end.
+-- Returns result, nil, runId on success; nil, { code, message }, runId on failure.
+function M.call(tool, input)
+  local name = resolve(tool)
+  local id, err, code = engine.call(name, json.encode(input == nil and {} or input))
+  if not id then return nil, { code = code, message = err } end
+  M.drive(id)
+  return outcome(id)
+end
+
+--- Start a run without driving it (drive it with t.drive(id) or t.step()).
+function M.start(tool, input)
+  local name = resolve(tool)
+  local id, err, code = engine.call(name, json.encode(input == nil and {} or input))
+  if not id then return nil, { code = code, message = err } end
+  return id
+end
+
+--- One scheduler round: run what is ready now.
+function M.step() return engine.tick() end
+
+--- Forget run id's in-memory state and replay it from the log, then drive it.
+function M.restart(id)
+  local ok, err = engine.reload(id)
+  if not ok then return nil, { message = err } end
+  M.drive(id)
+  return outcome(id)
+end
+
+--- The run's event log: { {seq, op, kind, name, payload = decoded}, ... }.
+function M.events(id)
+  local evs = core.events(id)
+  for _, e in ipairs(evs) do e.payload = json.decode(e.payload) end
+  return evs
+end
+
+return M
