@@ -30,7 +30,8 @@ test:
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
-	$(BUILD)/moor test --db $(BUILD)/bench.db tests/bench/engine_bench.lua --pattern=_bench
+	cmake --build $(BUILD) --target moor_bench -j $(JOBS)
+	$(BUILD)/moor_bench tests/bench/agent
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

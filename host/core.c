@@ -137,32 +137,41 @@ static int l_commit(lua_State *L) {
   return 1;
 }
 
-/* events(run_id) -> { {seq, op, kind, name, payload, time}, ... } in seq order */
+/* events(run_id) -> n, last_seq, ops, kinds, names, payloads, times: one
+ * array per column (in seq order), which replay reads far faster than a
+ * table per event. ops[i] and names[i] are false where the column is NULL. */
 static int l_events(lua_State *L) {
   moor *m = self(L);
   size_t len;
   const char *run = luaL_checklstring(L, 1, &len);
   sqlite3_stmt *st = m->store.events;
   sqlite3_bind_text(st, 1, run, (int)len, SQLITE_TRANSIENT);
-  lua_newtable(L);
+  int base = lua_gettop(L);
+  for (int c = 1; c < 6; c++) lua_newtable(L);
   int n = 0, rc;
-  static const char *const names[] = {"seq", "op", "kind", "name", "payload", "time"};
+  lua_Integer last = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    lua_createtable(L, 0, 6);
-    for (int c = 0; c < 6; c++) {
-      push_column(L, st, c);
-      lua_setfield(L, -2, names[c]);
+    n++;
+    last = sqlite3_column_int64(st, 0);
+    for (int c = 1; c < 6; c++) {
+      if (sqlite3_column_type(st, c) == SQLITE_NULL) lua_pushboolean(L, 0);
+      else push_column(L, st, c);
+      lua_rawseti(L, base + c, n);
     }
-    lua_rawseti(L, -2, ++n);
   }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc != SQLITE_DONE) {
+    lua_settop(L, base);
     lua_pushnil(L);
     lua_pushstring(L, sqlite3_errmsg(m->store.db));
     return 2;
   }
-  return 1;
+  lua_pushinteger(L, n);
+  lua_insert(L, base + 1);
+  lua_pushinteger(L, last);
+  lua_insert(L, base + 2);
+  return 7;
 }
 
 static int l_now(lua_State *L) {

@@ -231,6 +231,7 @@ static const char esc_tab[256] = {
 static int enc_string(jenc *e, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   size_t start = 0;
+  if (e->max && n > e->max) return enc_room(e, n); /* fail before scanning a huge string */
   if (put1(e, '"')) return -1;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -295,6 +296,23 @@ static int round_digits(const char *d17, int x17, int prec, char *dig) {
   return x17 + 1;
 }
 
+/* Write "e-7" (mindig 1) or "e-07" (mindig 2, as printf does); no printf
+ * here: it costs more than the rest of the formatting. */
+static size_t put_exp(char *o, int x, int mindig) {
+  char tmp[8], *p = tmp + sizeof tmp;
+  unsigned u = (unsigned)(x < 0 ? -x : x);
+  size_t n = 0;
+  o[n++] = 'e';
+  if (x < 0 || mindig > 1) o[n++] = x < 0 ? '-' : '+';
+  do {
+    *--p = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (mindig > 1 && tmp + sizeof tmp - p < 2) *--p = '0';
+  memcpy(o + n, p, (size_t)(tmp + sizeof tmp - p));
+  return n + (size_t)(tmp + sizeof tmp - p);
+}
+
 /* Does [-]dig * 10^(x-prec+1) read back as exactly d? (No decimal point in the
  * text, so strtod's locale does not matter.) */
 static int reads_back(const char *dig, int prec, int x, int neg, double d) {
@@ -303,7 +321,8 @@ static int reads_back(const char *dig, int prec, int x, int neg, double d) {
   if (neg) tmp[o++] = '-';
   memcpy(tmp + o, dig, (size_t)prec);
   o += (size_t)prec;
-  snprintf(tmp + o, sizeof tmp - o, "e%d", x - prec + 1);
+  o += put_exp(tmp + o, x - prec + 1, 1);
+  tmp[o] = '\0';
   return strtod(tmp, NULL) == d;
 }
 
@@ -321,7 +340,7 @@ static size_t render_g(char *out, const char *dig, int prec, int x, int neg) {
       memcpy(out + o, dig + 1, (size_t)n - 1);
       o += (size_t)n - 1;
     }
-    o += (size_t)sprintf(out + o, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
+    o += put_exp(out + o, x, 2);
   } else if (x >= 0) { /* ddd.ddd */
     for (int i = 0; i <= x; i++) out[o++] = i < n ? dig[i] : '0';
     out[o++] = '.';

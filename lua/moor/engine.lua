@@ -148,9 +148,10 @@ local function nondeterminism(r, n, rec, kind, name)
     { seq = n }))
 end
 
--- A completion was recorded (or replayed): wake the thread waiting on op n.
-local function deliver(r, n, kind, payload, time)
-  if r.settled then return end
+-- A completion was recorded (or replayed): take the thread waiting on op n
+-- and the values its op returns. Returns nil when the run failed instead.
+local function take(r, n, kind, payload, time)
+  if r.settled then return nil end
   local th = r.waiters[n]
   if not th then
     local rec = r.recorded[n]
@@ -163,14 +164,19 @@ local function deliver(r, n, kind, payload, time)
   if kind == "step.result" then
     local v, err = decode(payload)
     if err then return finish_run(r, false, errors.new("CorruptLog", "seq " .. n .. ": " .. err)) end
-    ready(th, true, v)
+    return th, true, v
   elseif kind == "step.error" then
     local e = decode(payload)
     local err = e and e.error or {}
-    ready(th, false, errors.new(err.code or "Error", err.message or "step failed", { seq = n, attempts = e and e.attempt }))
-  else -- timer.fired
-    ready(th, true, nil)
+    return th, false, errors.new(err.code or "Error", err.message or "step failed",
+      { seq = n, attempts = e and e.attempt })
   end
+  return th, true, nil -- timer.fired
+end
+
+local function deliver(r, n, kind, payload, time)
+  local th, ok, v = take(r, n, kind, payload, time)
+  if th then ready(th, ok, v) end
 end
 
 local function complete(r, n, kind, name, payload)
@@ -319,7 +325,19 @@ local function handle_op(r, th, kind, name, spec)
     return false
   end
   r.waiters[n] = th
-  if rec and rec.done then return false end -- the replay delivers its result
+  if rec and rec.done then
+    -- Fast path: when this op's result is the next one the log gives and no
+    -- other branch of the run is ready, the queue would deliver it to this
+    -- thread next anyway; hand it over now.
+    local i = r.replay[r.rpos]
+    if r.nready == 0 and i and r.log_ops[i] == n then
+      r.rpos = r.rpos + 1
+      local got, ok, v = take(r, n, r.log_kinds[i], r.log_payloads[i], r.log_times[i])
+      if not got then return false end
+      return true, ok, v
+    end
+    return false -- the replay delivers its result in log order
+  end
   if kind == "step" then
     local attempt = (rec and rec.attempts or 0) + 1
     local due = rec and rec.retry_due
@@ -473,44 +491,52 @@ local COMPLETIONS = { ["step.result"] = "step", ["step.error"] = "step", ["timer
 local OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
                  ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep" }
 
+--- Events of a run as a list of { seq, op, kind, name, payload, time } tables.
+function M.events(id)
+  return core.query("SELECT seq, op, kind, name, payload, time FROM events WHERE run_id=? ORDER BY seq", id)
+end
+
 local function load_run(row)
   local tool = M.tools[row.tool]
   local r = new_run(row, tool)
-  local events, err = core.events(row.id)
-  if not events then return nil, err end
+  local n, last_seq, ops, kinds, names, payloads, times = core.events(row.id)
+  if not n then return nil, last_seq end
   if not tool then
-    r.seq = #events > 0 and events[#events].seq or 0
+    r.seq = last_seq
     r.tool = { name = row.tool }
     finish_run(r, false, errors.new("MissingTool",
       ("tool '%s' is not in this build (no %s.lua under the agent's tools/), so run %s cannot resume"):format(
         row.tool, row.tool, row.id)))
     return r
   end
-  for i = 1, #events do
-    local ev = events[i]
-    r.seq = ev.seq
-    local n, kind = ev.op, ev.kind
-    if n then
-      local rec = r.recorded[n]
+  local recorded, replay, nreplay, max_op = r.recorded, r.replay, 0, 0
+  for i = 1, n do
+    local op, kind = ops[i], kinds[i]
+    if op then
+      local rec = recorded[op]
       if not rec then
-        rec = { kind = OPKIND[kind] or kind, name = ev.name }
-        r.recorded[n] = rec
-        if n > r.max_op then r.max_op = n end
+        rec = { kind = OPKIND[kind] or kind, name = names[i] or nil }
+        recorded[op] = rec
+        if op > max_op then max_op = op end
       end
       if COMPLETIONS[kind] then
         rec.done = true
-        r.nreplay = r.nreplay + 1
-        r.replay[r.nreplay] = ev
+        nreplay = nreplay + 1
+        replay[nreplay] = i
       elseif kind == "step.retry" then
-        local p = decode(ev.payload)
+        local p = decode(payloads[i])
         rec.attempts, rec.retry_due = p.attempt, p.retryAt
       elseif kind == "timer.scheduled" then
-        rec.due = decode(ev.payload).due
+        rec.due = decode(payloads[i]).due
       end
     elseif kind == "version" then
-      r.versions[ev.name] = decode(ev.payload)
+      r.versions[names[i]] = decode(payloads[i])
     end
   end
+  r.seq = last_seq
+  r.max_op, r.nreplay = max_op, nreplay
+  -- Replay reads the columns directly: replay[k] is an index into them.
+  r.log_ops, r.log_kinds, r.log_payloads, r.log_times = ops, kinds, payloads, times
   if row.source_hash and tool.source_hash and row.source_hash ~= tool.source_hash then
     append(r, nil, "run.note", nil, encode({
       message = ("the source of tool '%s' changed since this run started (%s -> %s); replay continues "
@@ -519,6 +545,15 @@ local function load_run(row)
   if r.nreplay > 0 then replaying[#replaying + 1] = r end
   start_main(r, decode(row.input))
   return r
+end
+
+-- After the last replayed result: drop the log columns and start the live
+-- work that waited for the replay.
+local function replay_done(r)
+  r.log_ops, r.log_kinds, r.log_payloads, r.log_times, r.replay = nil, nil, nil, nil, {}
+  local d = r.deferred
+  r.deferred = {}
+  for j = 1, #d do d[j]() end
 end
 
 ---------------------------------------------------------------------------
@@ -536,6 +571,12 @@ local function commit_and_deliver()
   end
 end
 
+local function replay_next(r)
+  local i = r.replay[r.rpos]
+  r.rpos = r.rpos + 1
+  deliver(r, r.log_ops[i], r.log_kinds[i], r.log_payloads[i], r.log_times[i])
+end
+
 local function replay_round()
   local progressed = false
   local i = 1
@@ -543,19 +584,13 @@ local function replay_round()
     local r = replaying[i]
     if r.settled then
       table.remove(replaying, i)
+    elseif not is_replaying(r) then
+      table.remove(replaying, i)
+      replay_done(r)
     elseif r.nready == 0 then
-      local ev = r.replay[r.rpos]
-      r.rpos = r.rpos + 1
-      deliver(r, ev.op, ev.kind, ev.payload, ev.time)
+      replay_next(r)
       progressed = true
-      if not is_replaying(r) then
-        table.remove(replaying, i)
-        local d = r.deferred
-        r.deferred = {}
-        for j = 1, #d do d[j]() end
-      else
-        i = i + 1
-      end
+      i = i + 1
     else
       i = i + 1
     end
@@ -607,6 +642,16 @@ function M.step_info() return step_info end
 --- Yield an op to the engine (raises when not in a workflow body).
 function M.op(kind, name, spec)
   return co_yield(OP, kind, name, spec)
+end
+
+-- A step op. When the log already holds this op's result (a replay), the
+-- step's function and arguments are never needed, so nothing is packed.
+local REPLAYED = {}
+function M.step(name, fn, policy, ...)
+  local r = current_run
+  local rec = r.recorded[r.nops + 1]
+  if rec and rec.done then return co_yield(OP, "step", name, REPLAYED) end
+  return co_yield(OP, "step", name, { fn = fn, args = pack(...), policy = policy })
 end
 
 function M.async(fn, ...)
@@ -726,7 +771,7 @@ function M.list_events(as_json, id)
   if not rows or not rows[1] then
     return nil, ("unknown run '%s'; 'moor runs' lists the runs"):format(id)
   end
-  local events = core.events(id)
+  local events = M.events(id)
   if as_json then
     for _, ev in ipairs(events) do
       ev.payload = decode(ev.payload)

@@ -181,7 +181,7 @@ end
 
 function M._step_call(name, fn, policy, ...)
   if not engine.in_body() then return fn(...) end
-  local ok, v = engine.op("step", name, { fn = fn, args = table.pack(...), policy = policy })
+  local ok, v = engine.step(name, fn, policy, ...)
   if ok then return v end
   error(v, 0)
 end
@@ -195,7 +195,13 @@ function M.step(name, fn, policy)
   if type(name) ~= "string" or name == "" then error("moor.step needs a name (a non-empty string)", 2) end
   if type(fn) ~= "function" then error("moor.step needs a function", 2) end
   local pol = make_policy(policy)
-  return function(...) return M._step_call(name, fn, pol, ...) end
+  local in_body, engine_step = engine.in_body, engine.step
+  return function(...)
+    if not in_body() then return fn(...) end
+    local ok, v = engine_step(name, fn, pol, ...)
+    if ok then return v end
+    error(v, 0)
+  end
 end
 
 --- Inside a running step: { runId, seq, attempt, name, idempotencyKey }.

@@ -78,7 +78,7 @@ end
 
 --- The run's event log: { {seq, op, kind, name, payload = decoded}, ... }.
 function M.events(id)
-  local evs = core.events(id)
+  local evs = engine.events(id)
   for _, e in ipairs(evs) do e.payload = json.decode(e.payload) end
   return evs
 end

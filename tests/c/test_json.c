@@ -414,7 +414,10 @@ static void test_err_size(void **state) {
   /* a big value stops at the limit rather than building all of it */
   run(L, "local t = {} for i = 1, 100000 do t[i] = string.rep('y', 100) end\n"
          "local s, msg, kind = json.encode(t, 1000)\n"
-         "assert(s == nil and kind == 'size' and msg == 'value is over the 1000-byte limit as JSON')");
+         "assert(s == nil and kind == 'size' and msg == 'value is over the 1000-byte limit as JSON')\n"
+         "s, msg, kind = json.encode({{s = string.rep('z', 10000000)}}, 100)\n"
+         "assert(s == nil and kind == 'size' and msg == 'value is over the 100-byte limit as JSON')\n"
+         "assert(#json.encode(string.rep('z', 10000000)) == 10000002)");
 }
 
 /* ------------------------------------------------------------ decode errors */

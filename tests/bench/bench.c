@@ -1,0 +1,118 @@
+/* moor engine benchmark, driven through the public API (host/moor.h) as an
+ * embedder would. Prints figures; asserts nothing about time (see README).
+ *
+ *   moor_bench [AGENT_DIR]   (default: tests/bench/agent)
+ */
+#include "moor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static long rss_kib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+  fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static const char *agent = "tests/bench/agent";
+static char dir[] = "/tmp/moor-bench-XXXXXX";
+
+static moor *open_db(const char *name, int durability) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  moor_config cfg = {path, durability, NULL, 0};
+  moor *m = NULL;
+  if (moor_open(&m, &cfg) || moor_load_agent(m, agent)) {
+    fprintf(stderr, "bench: %s\n", moor_errmsg(m));
+    exit(1);
+  }
+  return m;
+}
+
+static void check(moor *m, int rc) {
+  if (rc) {
+    fprintf(stderr, "bench: %s\n", moor_errmsg(m));
+    exit(1);
+  }
+}
+
+static void call(moor *m, const char *input) {
+  char id[64];
+  check(m, moor_call(m, "steps", input, id, sizeof id));
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) agent = argv[1];
+  if (!mkdtemp(dir)) return 1;
+  printf("moor %s engine benchmark (figures, not pass/fail)\n\n", MOOR_VERSION);
+
+  /* 1. One run of 10,000 trivial steps: each step is its own commit. */
+  moor *m = open_db("one.db", MOOR_DURABILITY_NORMAL);
+  double t0 = now_s();
+  call(m, "{\"n\":10000}");
+  check(m, moor_run(m));
+  double one = now_s() - t0;
+  printf("one run, 10,000 steps:            %8.1f us/step   (target <= 50)\n", one / 10000 * 1e6);
+  moor_close(m);
+
+  /* 2. 100 concurrent runs of 100 steps: results of one round share a commit. */
+  static const char *names[] = {"normal", "full"};
+  double rate[2];
+  for (int d = 0; d < 2; d++) {
+    char db[32];
+    snprintf(db, sizeof db, "conc-%s.db", names[d]);
+    m = open_db(db, d);
+    t0 = now_s();
+    for (int i = 0; i < 100; i++) call(m, "{\"n\":100}");
+    check(m, moor_run(m));
+    rate[d] = 10000 / (now_s() - t0);
+    printf("100 concurrent runs, sync=%-6s  %8.0f steps/s\n", names[d], rate[d]);
+    moor_close(m);
+  }
+  printf("  full / normal:                  %8.2f\n", rate[1] / rate[0]);
+
+  /* 3. Replay: a run with a 10,000-step log parked on a sleep, reloaded by a
+   * new engine (a restart) and replayed up to the sleep. */
+  m = open_db("replay.db", MOOR_DURABILITY_NORMAL);
+  call(m, "{\"n\":10000,\"park\":\"1h\"}");
+  long long due = 0;
+  check(m, moor_tick(m, &due));
+  moor_close(m);
+  m = open_db("replay.db", MOOR_DURABILITY_NORMAL);
+  t0 = now_s();
+  check(m, moor_resume_all(m));
+  double loaded = now_s() - t0;
+  check(m, moor_tick(m, &due));
+  double rep = now_s() - t0;
+  printf("  (load %.1f ms, replay %.1f ms)\n", loaded * 1e3, (rep - loaded) * 1e3);
+  printf("replay of a 10,000-step log:      %8.0f ops/s     (target >= 500,000)\n", 10000 / rep);
+  moor_close(m);
+
+  /* 4. Memory: 10,000 runs parked on a sleep. */
+  m = open_db("park.db", MOOR_DURABILITY_NORMAL);
+  check(m, moor_tick(m, &due));
+  long before = rss_kib();
+  for (int i = 0; i < 10000; i++) call(m, "{\"n\":0,\"park\":\"1h\"}");
+  check(m, moor_tick(m, &due));
+  long after = rss_kib();
+  printf("10,000 runs parked on a sleep:    %8.2f KiB/run  (target <= 8; RSS %ld -> %ld KiB)\n",
+         (after - before) / 10000.0, before, after);
+  moor_close(m);
+
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) return 1;
+  return 0;
+}
