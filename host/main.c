@@ -72,8 +72,11 @@ static int parse(int argc, char **argv, opts *o) {
   return 0;
 }
 
+/* Progress and retries go to stderr; `moor resume` (ud != NULL) also prints
+ * each run that settles, one line on stdout. */
 static void print_event(const moor_event *ev, void *ud) {
-  (void)ud;
+  if (ud && (!strcmp(ev->kind, "run.completed") || !strcmp(ev->kind, "run.failed")))
+    printf("%s %s %s\n", ev->run_id, ev->kind + 4, ev->payload);
   if (!strcmp(ev->kind, "progress")) fprintf(stderr, "progress: %s\n", ev->payload);
   else if (!strcmp(ev->kind, "step.retry"))
     fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", ev->payload);
@@ -161,7 +164,7 @@ static int cmd_resume(const opts *o) {
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
   if ((status = load(m, o))) goto out;
-  moor_on_event(m, print_event, NULL);
+  moor_on_event(m, print_event, (void *)1);
   int rc = moor_resume_all(m);
   if (!rc) rc = moor_run(m);
   if (rc) {

@@ -7,6 +7,9 @@ local errors = require "moor.errors"
 
 local M = {}
 
+-- Replacing fields of the standard library is this module's job.
+-- luacheck: ignore 122
+
 function M.install(engine)
   if M.installed then return end
   M.installed = true
@@ -50,9 +53,9 @@ function M.install(engine)
     if t == nil and in_body() then return current().now // 1000 end
     return os_time(t)
   end
-  os.date = function(fmt, t)
+  os.date = function(format, t)
     if t == nil and in_body() then t = current().now // 1000 end
-    return os_date(fmt, t)
+    return os_date(format, t)
   end
   os.clock = function()
     if in_body() then
@@ -84,7 +87,7 @@ function M.install(engine)
   -- An author's own coroutines inside a body: their plain yields go to their
   -- own resume, as Lua says; op yields pass through to the engine.
   local OP = engine.OP
-  local raw_resume, raw_wrap, status, yield = coroutine.resume, coroutine.wrap, coroutine.status, coroutine.yield
+  local raw_resume, status, yield = coroutine.resume, coroutine.status, coroutine.yield
   local pack, unpack = table.pack, table.unpack
   local function forward(co, r)
     while r[1] and r[2] == OP and status(co) == "suspended" do

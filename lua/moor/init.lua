@@ -125,7 +125,8 @@ function M.defineAgent(def)
     def_error("defineAgent needs a model, as \"provider/model\" (\"openai/gpt-5.5\")")
   end
   if type(def.model) == "string" and not def.model:match("^[%w_-]+/.+") then
-    def_error(("model %q must be \"provider/model\", as \"openai/gpt-5.5\" or \"anthropic/claude-sonnet-5\""):format(def.model))
+    def_error(("model %q must be \"provider/model\", as \"openai/gpt-5.5\" or \"anthropic/claude-sonnet-5\""):format(
+      def.model))
   end
   if def.description ~= nil and type(def.description) ~= "string" then def_error("description must be a string") end
   if type(def.instructions) ~= "string" then def_error("defineAgent needs instructions (a string)") end

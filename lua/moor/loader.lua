@@ -47,7 +47,7 @@ local function describe(path, err, src)
   return path .. ": " .. s
 end
 
-local function load_file(path, moor)
+local function load_file(path)
   local src, rerr = read_file(path)
   if not src then return nil, path .. ": cannot read: " .. tostring(rerr) end
   local chunk, perr = load(src, "@" .. path, "t")
@@ -83,7 +83,7 @@ function M.load(dir, engine)
         if nerr then
           errs[#errs + 1] = path .. ":1: " .. nerr
         else
-          local v, err, src = load_file(path, moor)
+          local v, err, src = load_file(path)
           if err then
             errs[#errs + 1] = err
           elseif not moor.isTool(v) then
@@ -101,7 +101,7 @@ function M.load(dir, engine)
   local agent
   if has["agent.lua"] then
     local path = dir .. "/agent.lua"
-    local v, err = load_file(path, moor)
+    local v, err = load_file(path)
     if err then
       errs[#errs + 1] = err
     elseif not (moor.isTool(v) == true and type(v) == "table" and v.kind == "agent") then

@@ -2,6 +2,9 @@
 -- call tools and steps on the real engine.
 local M = {}
 
+-- os.exit is swapped for the duration of the run.
+-- luacheck: ignore 122
+
 function M.run(args)
   local argv = {}
   for i, a in ipairs(args) do argv[i] = a end

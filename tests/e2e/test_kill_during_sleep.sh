@@ -21,4 +21,6 @@ run=$(run_id_from "$T/err")
 "$MOOR" runs | grep "$run" | grep -q completed || fail "run not completed: $("$MOOR" runs)"
 event_line "$run" run.completed | grep -qF '{"steps":[1,2,3],"sum":6}' \
   || fail "wrong result: $("$MOOR" logs "$run")"
+grep -qxF "$run completed {\"steps\":[1,2,3],\"sum\":6}" "$T/resume.out" \
+  || fail "resume should print the settled run: $(cat "$T/resume.out")"
 pass "killed during sleep, resumed, each step once, result {sum=6}"
