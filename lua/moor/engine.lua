@@ -24,7 +24,7 @@ M.agent = nil         -- the agent definition from agent/agent.lua, when present
 local co_create, co_resume, co_status, co_yield, co_close =
   coroutine.create, coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
 local pack, unpack = table.pack, table.unpack
-local encode, decode = json.encode, json.decode
+local encode, decode, null = json.encode, json.decode, json.null
 local append_event, now_ms = core.append, core.now
 
 local runs = {}               -- id -> run, for runs in memory
@@ -164,6 +164,7 @@ local function take(r, n, kind, payload, time)
   if kind == "step.result" then
     local v, err = decode(payload)
     if err then return finish_run(r, false, errors.new("CorruptLog", "seq " .. n .. ": " .. err)) end
+    if v == null then v = nil end -- a step that returns nothing gives the body nil
     return th, true, v
   elseif kind == "step.error" then
     local e = decode(payload)
@@ -710,6 +711,9 @@ function M.call(name, input_json)
   if e then return nil, e, "store" end
   local r = new_run(row, tool)
   append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id }))
+  -- The run is durable before its id is handed out.
+  local cok, cerr = core.commit()
+  if not cok then return nil, cerr, "store" end
   start_main(r, decode(text))
   return id
 end

@@ -112,6 +112,12 @@ describe("steps", function()
     assert.is_true(r.payload.retryAt - r.time <= 1000) -- 20ms, not the 10s policy
   end)
 
+  it("gives the body nil for a step that returns nothing", function()
+    local none = moor.step("none", function() end)
+    local res = t.call(workflow(function() return { isnil = none() == nil } end), {})
+    assert.is_true(res.isnil)
+  end)
+
   it("is a plain call outside a workflow body", function()
     local double = moor.step("double", function(x) return x * 2 end)
     assert.are.equal(8, double(4))
