@@ -98,12 +98,14 @@ static int run_sql(lua_State *L, int want_rows) {
     return 2;
   }
   sqlite3_finalize(st);
-  return 1;
+  lua_pushinteger(L, sqlite3_changes(m->store.db));
+  return 2;
 }
 
-/* query(sql, ...) -> rows: read without opening a write transaction. */
+/* query(sql, ...) -> rows, changes: read without opening a write transaction. */
 static int l_query(lua_State *L) { return run_sql(L, 1); }
-/* exec(sql, ...) -> rows: a write inside the current group-commit transaction. */
+/* exec(sql, ...) -> rows, changes: a write inside the current group-commit
+ * transaction (rows come from RETURNING). On failure: nil, message. */
 static int l_exec(lua_State *L) { return run_sql(L, 0); }
 
 /* append(run_id, seq, op|nil, kind, name|nil, payload, time) */

@@ -6,7 +6,13 @@
  * raises (out of memory) nothing leaks: the scratch is Lua-owned and its __gc
  * frees the buffers. Tables are read with raw access only, so no Lua code runs
  * during a call, except __gc finalizers that Lua may run on any allocation;
- * such a nested call finds the scratch busy and uses a temporary one. */
+ * such a nested call finds the scratch busy and uses a temporary one.
+ *
+ * Floats: the text is the shortest of %.15g, %.16g, %.17g that strtod reads
+ * back exactly. printf is slow (bignum), so the 17 digits usually come from
+ * one long double multiply whose error bound is checked, and the shorter
+ * candidates are rounded from them; the results match printf's bit for bit
+ * (tests/c/test_json.c compares them against the plain printf loop). */
 #include "json.h"
 
 #include <float.h>
@@ -277,15 +283,16 @@ static int e_digits(double d, int prec, char *dig) {
   return *p == 'e' ? atoi(p + 1) : 0;
 }
 
-/* Round the 17 digits d17 (exponent x17) to prec digits into dig. Returns the
- * new exponent, or INT32_MIN when the cut falls exactly on a tie: rounding the
- * rounded text again could then differ from rounding d itself. */
-static int round_digits(const char *d17, int x17, int prec, char *dig) {
+/* Round the 17 digits d17 (exponent x17) to prec digits into dig. side says
+ * where |d| lies against the 17 digits: -1 below, +1 above, 0 unknown. Returns
+ * the new exponent, or INT32_MIN when the cut falls on a tie that side cannot
+ * settle: rounding rounded text again could then differ from rounding d. */
+static int round_digits(const char *d17, int x17, int side, int prec, char *dig) {
   int tie = d17[prec] == '5';
   for (int i = prec + 1; i < 17 && tie; i++) tie = d17[i] == '0';
-  if (tie) return INT32_MIN;
+  if (tie && side == 0) return INT32_MIN;
   memcpy(dig, d17, (size_t)prec);
-  if (d17[prec] < '5') return x17;
+  if (tie ? side < 0 : d17[prec] < '5') return x17;
   for (int i = prec - 1; i >= 0; i--) { /* round up, carrying */
     if (dig[i] != '9') {
       dig[i]++;
@@ -370,10 +377,15 @@ static const long double tens[28] = {
     1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
 
 /* The 17 digits of ad > 0 as printf would round them, from one long double
- * multiply instead of printf's bignum arithmetic (5x faster). The multiply is
- * off by under 0.006 units of the 17th digit, so the rounding is sure unless
- * the fraction is near one half; then, or out of range, INT32_MIN. */
-static int fast_digits17(double ad, char *dig) {
+ * multiply instead of printf's bignum arithmetic (5x faster). One rounding
+ * of a value below 1e17 to 64 bits errs by under 1e17 * 2^-64 < 0.0055 units
+ * of the 17th digit, so the rounding is sure unless the fraction is within
+ * 0.006 of one half; then, or out of range, INT32_MIN (use printf). */
+static int fast_digits17(double ad, char *dig, int *side) {
+  /* The bound needs a real 64-bit mantissa at run time: valgrind, for one,
+   * computes long doubles as doubles. */
+  volatile long double one = 1.0L;
+  if (one + 0x1p-63L == one) return INT32_MIN;
   int x = (int)floor(log10(ad));
   for (int tries = 0; tries < 2; tries++) { /* log10 may be one off near powers of 10 */
     int k = 16 - x;
@@ -388,8 +400,10 @@ static int fast_digits17(double ad, char *dig) {
       continue;
     }
     long double fl = floorl(v), frac = v - fl;
-    if (frac > 0.49L && frac < 0.51L) return INT32_MIN;
+    if (frac > 0.494L && frac < 0.506L) return INT32_MIN;
     unsigned long long m = (unsigned long long)fl + (frac > 0.5L);
+    /* d against m, for ties at 15 or 16 digits; unsure when frac is near 0 */
+    *side = frac < 0.006L || frac > 0.994L ? 0 : frac < 0.5L ? 1 : -1;
     if (m == 100000000000000000ull) { /* 9.99..95 rounded up to 10.0 */
       m /= 10;
       x++;
@@ -426,13 +440,13 @@ static size_t fmt_double(char *out, double d) {
     return o + 2;
   }
   char d17[17], dig[17];
-  int x17 = INT32_MIN;
+  int x17 = INT32_MIN, side = 0;
 #if LDBL_MANT_DIG >= 64
-  if (d != 0) x17 = fast_digits17(fabs(d), d17);
+  if (d != 0) x17 = fast_digits17(fabs(d), d17, &side);
 #endif
   if (x17 == INT32_MIN) x17 = e_digits(d, 17, d17);
   for (int prec = 15; prec <= 16; prec++) {
-    int x = round_digits(d17, x17, prec, dig);
+    int x = round_digits(d17, x17, side, prec, dig);
     if (x == INT32_MIN) x = e_digits(d, prec, dig);
     if (reads_back(dig, prec, x, neg, d)) return render_g(out, dig, prec, x, neg);
   }

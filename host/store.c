@@ -35,6 +35,36 @@ static const char *const migrations[] = {
   "  payload TEXT NOT NULL,"
   "  time INTEGER NOT NULL,"
   "  PRIMARY KEY (run_id, seq)) WITHOUT ROWID;",
+
+  /* 2: waiting on the world: questions, hooks and webhooks, cancellation. */
+  "ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
+  "ALTER TABLE runs ADD COLUMN channel TEXT NOT NULL DEFAULT 'default';"
+  "CREATE TABLE inputs ("
+  "  request_id TEXT PRIMARY KEY,"
+  "  run_id TEXT NOT NULL,"
+  "  op INTEGER NOT NULL,"
+  "  request TEXT NOT NULL,"
+  "  status TEXT NOT NULL,"       /* pending | answered | cancelled */
+  "  answer TEXT,"
+  "  created INTEGER NOT NULL,"
+  "  resolved INTEGER);"
+  "CREATE INDEX inputs_pending ON inputs(status, run_id);"
+  "CREATE TABLE hooks ("
+  "  token TEXT PRIMARY KEY,"
+  "  run_id TEXT NOT NULL,"
+  "  kind TEXT NOT NULL,"         /* hook | webhook */
+  "  respond TEXT,"               /* respondWith as JSON, webhooks only */
+  "  created INTEGER NOT NULL,"
+  "  closed INTEGER NOT NULL DEFAULT 0);"
+  "CREATE INDEX hooks_run ON hooks(run_id);"
+  "CREATE TABLE deliveries ("
+  "  token TEXT NOT NULL,"
+  "  n INTEGER NOT NULL,"
+  "  run_id TEXT NOT NULL,"
+  "  payload TEXT NOT NULL,"
+  "  consumed INTEGER NOT NULL DEFAULT 0,"
+  "  time INTEGER NOT NULL,"
+  "  PRIMARY KEY (token, n)) WITHOUT ROWID;",
 };
 
 static int fail(moor_store *s, int code, const char *what) {

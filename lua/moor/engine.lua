@@ -83,25 +83,26 @@ end
 ---------------------------------------------------------------------------
 -- the log
 
-local listener = false
-
 local function append(r, op, kind, name, payload)
   local seq = r.seq + 1
   r.seq = seq
   local t = now_ms()
   local ok, err = append_event(r.id, seq, op, kind, name, payload, t)
   if not ok then error("cannot record event: " .. tostring(err), 0) end
-  if listener then
-    nemitted = nemitted + 1
-    emitted[nemitted] = { r.id, seq, kind, name, payload }
-  end
+  -- Handed to the embedder's listener and the event streams after the commit.
+  nemitted = nemitted + 1
+  emitted[nemitted] = { r.id, seq, kind, name, payload, t }
   return seq, t
 end
 
+local flush_subscribers -- set once M.subscribe exists
+
 local function flush_listener()
+  local c_listener = core.has_listener()
   for i = 1, nemitted do
     local e = emitted[i]
-    core.emit(e[1], e[2], e[3], e[4], e[5])
+    if c_listener then core.emit(e[1], e[2], e[3], e[4], e[5]) end
+    flush_subscribers(e)
     emitted[i] = nil
   end
   nemitted = 0
@@ -171,19 +172,39 @@ local function take(r, n, kind, payload, time)
     local err = e and e.error or {}
     return th, false, errors.new(err.code or "Error", err.message or "step failed",
       { seq = n, attempts = e and e.attempt })
+  elseif kind == "timer.fired" then
+    return th, true, nil
+  elseif kind == "input.resolved" then
+    r.asks[n] = nil
+    local p = decode(payload)
+    return th, true, { status = p.outcome, optionId = p.optionId, text = p.text }
   end
-  return th, true, nil -- timer.fired
+  return th, true, decode(payload) -- hook.created, hook.received
 end
 
+local apply_cancel -- forward
+
 local function deliver(r, n, kind, payload, time)
+  if kind == "run.cancel" then return apply_cancel(r, time) end
   local th, ok, v = take(r, n, kind, payload, time)
   if th then ready(th, ok, v) end
 end
 
+-- Record a result and queue it for delivery after the next commit. While the
+-- run is still replaying its log, delivery waits for the replay to end, so
+-- results reach the body in log order.
 local function complete(r, n, kind, name, payload)
   local _, t = append(r, n, kind, name, payload)
-  npending = npending + 1
-  pending[npending] = { r, n, kind, payload, t }
+  local item = { r, n, kind, payload, t }
+  if is_replaying(r) then
+    r.deferred[#r.deferred + 1] = function()
+      npending = npending + 1
+      pending[npending] = item
+    end
+  else
+    npending = npending + 1
+    pending[npending] = item
+  end
 end
 
 local function backoff(policy, attempt)
@@ -206,7 +227,7 @@ end
 
 local exec_step
 exec_step = function(r, n, name, spec, attempt)
-  if r.settled then return end
+  if r.settled or not r.waiters[n] then return end
   step_info = { runId = r.id, seq = n, attempt = attempt, name = name,
                 idempotencyKey = r.id .. ":" .. n }
   local co = co_create(spec.fn)
@@ -240,8 +261,123 @@ end
 
 local function fire_sleep(r, n)
   return function()
-    if not r.settled then complete(r, n, "timer.fired", "sleep", "{}") end
+    if not r.settled and r.waiters[n] then complete(r, n, "timer.fired", "sleep", "{}") end
   end
+end
+
+---------------------------------------------------------------------------
+-- questions, hooks and webhooks, signals
+
+M.CANCEL_GRACE = 30000
+M.public_url = "http://127.0.0.1:7373" -- where webhook URLs point; moor dev sets it
+
+local function request_id(r, n)
+  return "req_" .. r.id:sub(5) .. "_" .. n
+end
+
+-- Withdraw the question of op n: resolved as cancelled unless an answer was
+-- recorded first. as_result: the body is still waiting, so the withdrawal is
+-- its op's result; otherwise (the run is cancelled or ends) it is only news.
+local function withdraw(r, n, as_result)
+  local ask = r.asks[n]
+  if not ask then return end
+  r.asks[n] = nil
+  local _, changed = core.exec(
+    "UPDATE inputs SET status='cancelled', resolved=? WHERE request_id=? AND status='pending'", now_ms(), ask.requestId)
+  if changed ~= 1 then return end
+  local payload = encode({ requestId = ask.requestId, runId = r.id, outcome = "cancelled" })
+  if as_result then
+    complete(r, n, "input.resolved", "ask", payload)
+  else
+    append(r, nil, "input.resolved", "ask", payload)
+  end
+end
+
+--- Abort a signal made by moor.AbortController (or ctx.abortSignal): the
+-- questions asked with it are withdrawn.
+function M.abort(signal, reason)
+  if signal.aborted then return end
+  signal.aborted = true
+  signal.reason = reason
+  local asks = signal._asks
+  signal._asks = nil
+  for _, a in ipairs(asks or {}) do
+    local r, n = a[1], a[2]
+    local rec = r.recorded[n]
+    if not r.settled and r.waiters[n] and not (rec and rec.done) then withdraw(r, n, true) end
+  end
+end
+
+local B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+-- 32 random bytes, base64url without padding (43 characters): unguessable
+-- webhook URLs.
+local function random_token()
+  local b = core.random_bytes(32) .. "\0"
+  local out = {}
+  for i = 1, 33, 3 do
+    local x = (b:byte(i) << 16) | (b:byte(i + 1) << 8) | b:byte(i + 2)
+    for k = 18, 0, -6 do
+      local c = (x >> k) & 63
+      out[#out + 1] = B64URL:sub(c + 1, c + 1)
+    end
+  end
+  return table.concat(out, "", 1, 43)
+end
+M.random_token = random_token
+
+-- The next delivery for token that the body has not seen, consumed now.
+local function take_delivery(token)
+  local rows = core.query("SELECT n, payload FROM deliveries WHERE token=? AND consumed=0 ORDER BY n LIMIT 1", token)
+  local d = rows and rows[1]
+  if not d then return nil end
+  core.exec("UPDATE deliveries SET consumed=1 WHERE token=? AND n=?", token, d.n)
+  return d.payload
+end
+
+local function start_ask(r, n, spec, rec)
+  if r.channel == "none" and not rec then
+    return complete(r, n, "input.resolved", "ask",
+      encode({ requestId = request_id(r, n), runId = r.id, outcome = "unavailable" }))
+  end
+  local id = request_id(r, n)
+  r.asks[n] = { requestId = id }
+  if not rec then
+    local text = encode(spec.request)
+    append(r, n, "input.requested", "ask", encode({ requestId = id, runId = r.id, callId = r.call_id,
+      toolName = r.tool_name, request = spec.request }))
+    core.exec("INSERT INTO inputs(request_id, run_id, op, request, status, created) VALUES(?,?,?,?,'pending',?)",
+      id, r.id, n, text, now_ms())
+    r.recorded[n] = { kind = "ask", name = "ask" }
+  end
+  for _, sig in ipairs(spec.signals) do
+    if sig.aborted then return withdraw(r, n, true) end
+    sig._asks = sig._asks or {}
+    sig._asks[#sig._asks + 1] = { r, n }
+  end
+end
+
+local function create_hook(r, n, spec)
+  local token = spec.token or random_token()
+  local rows = core.query("SELECT run_id, closed FROM hooks WHERE token=?", token)
+  if rows and rows[1] then
+    if rows[1].run_id ~= r.id then
+      return complete(r, n, "hook.created", spec.kind, encode({ error = ("token '%s' is already used by run %s")
+        :format(token, rows[1].run_id) }))
+    end
+  else
+    core.exec("INSERT INTO hooks(token, run_id, kind, respond, created) VALUES(?,?,?,?,?)", token, r.id, spec.kind,
+      spec.respondWith and encode(spec.respondWith) or nil, now_ms())
+  end
+  local p = { token = token, kind = spec.kind }
+  if spec.kind == "webhook" then p.url = M.public_url .. "/.well-known/workflow/v1/webhook/" .. token end
+  complete(r, n, "hook.created", spec.kind, encode(p))
+end
+
+local function await_hook(r, n, token)
+  local payload = take_delivery(token)
+  if payload then return complete(r, n, "hook.received", "await", payload) end
+  r.hook_waiting[token] = n
 end
 
 -- Futures: branches started with moor.async.
@@ -313,6 +449,10 @@ local function handle_op(r, th, kind, name, spec)
     end
     return true, true, v
   end
+  if r.cancelling and kind ~= "step" and kind ~= "hook" then
+    -- After a cancel, cleanup may run steps but not wait on the world.
+    return true, false, errors.Cancelled("the run was cancelled")
+  end
   local n = r.nops + 1
   r.nops = n
   local rec = r.recorded[n]
@@ -359,6 +499,13 @@ local function handle_op(r, th, kind, name, spec)
       end
       add_timer(r, due, fire_sleep(r, n))
     end)
+  elseif kind == "ask" then
+    live(r, function() start_ask(r, n, spec, rec) end)
+  elseif kind == "hook" then
+    live(r, function() create_hook(r, n, spec) end)
+  elseif kind == "hook.await" then
+    r.hook_ops[n] = spec.token
+    live(r, function() await_hook(r, n, spec.token) end)
   else
     finish_run(r, false, errors.new("UnknownOp", "unknown op kind '" .. tostring(kind) .. "'"))
   end
@@ -423,8 +570,29 @@ local function end_run(r, status)
   end
 end
 
+-- A run that ends withdraws its questions and closes its hooks (their
+-- deliveries get 404 from now on).
+local function release_waits(r)
+  local rows = core.exec("UPDATE inputs SET status='cancelled', resolved=? WHERE run_id=? AND status='pending' "
+    .. "RETURNING request_id", now_ms(), r.id)
+  for _, row in ipairs(rows or {}) do
+    append(r, nil, "input.resolved", "ask", encode({ requestId = row.request_id, runId = r.id, outcome = "cancelled" }))
+  end
+  core.exec("UPDATE hooks SET closed=1 WHERE run_id=?", r.id)
+end
+
 finish_run = function(r, ok, v)
   if r.settled then return end
+  release_waits(r)
+  if r.cancelling then
+    -- After a cancel the result is discarded, whatever the body did.
+    local e = not ok and errors.normalize(v) or nil
+    local text = encode({ code = "Cancelled", message = r.cancel_reason or "the run was cancelled",
+      cleanupError = e and e.code ~= "Cancelled" and e or nil })
+    append(r, nil, "run.cancelled", r.tool_name, text)
+    core.exec("UPDATE runs SET status='cancelled', error=?, updated=? WHERE id=?", text, now_ms(), r.id)
+    return end_run(r, "cancelled")
+  end
   if ok then
     if v == nil then v = r.last_progress end
     if v == nil then v = json.null end
@@ -450,6 +618,33 @@ finish_run = function(r, ok, v)
   end_run(r, "failed")
 end
 
+-- A cancel reaches the run (live, or replayed at its place in the log): abort
+-- ctx.abortSignal, raise moor.Cancelled at every op a branch is parked on,
+-- and give cleanup a grace period before the run ends as cancelled.
+apply_cancel = function(r)
+  if r.cancelling or r.settled then return end
+  r.cancelling = true
+  local ops = {}
+  for n in pairs(r.waiters) do ops[#ops + 1] = n end
+  table.sort(ops) -- a fixed order, so replay wakes the branches the same way
+  for _, n in ipairs(ops) do
+    local th = r.waiters[n]
+    r.waiters[n] = nil
+    withdraw(r, n, false)
+    local token = r.hook_ops[n]
+    if token then r.hook_waiting[token] = nil end
+    ready(th, false, errors.Cancelled("the run was cancelled"))
+  end
+  -- After the parked ops: the signal's questions were withdrawn above.
+  M.abort(r.ctx.abortSignal, "cancelled")
+  add_timer(r, now_ms() + M.CANCEL_GRACE, function()
+    if r.settled then return end
+    r.cancel_reason = ("the run was cancelled; cleanup did not finish within the %d s grace period"):format(
+      M.CANCEL_GRACE // 1000)
+    finish_run(r, false, errors.Cancelled(r.cancel_reason))
+  end)
+end
+
 -- xorshift64*: math.random in a body is seeded per run, so replay draws the
 -- same numbers.
 local function rng_next(r)
@@ -468,6 +663,7 @@ local function new_run(row, tool)
     started = row.started, now = row.started,
     recorded = {}, waiters = {}, threads = {}, versions = {},
     replay = {}, rpos = 1, nreplay = 0, deferred = {},
+    asks = {}, hook_ops = {}, hook_waiting = {}, channel = row.channel or "default",
     rng = (row.seed ~= 0 and row.seed or 0x9E3779B97F4A7C15),
     status = "running",
   }
@@ -478,8 +674,9 @@ local function start_main(r, input)
   local tool = r.tool
   local ctx = {
     callId = r.call_id, toolName = r.tool_name, runId = r.id,
-    abortSignal = { aborted = false },
+    abortSignal = { aborted = false, kind = "signal" },
   }
+  if M.extend_ctx then M.extend_ctx(ctx, r) end
   r.ctx = ctx
   local body = tool.body
   r.main = new_thread(r, function() return body(input, ctx) end)
@@ -488,9 +685,13 @@ local function start_main(r, input)
   ready(r.main, nil)
 end
 
-local COMPLETIONS = { ["step.result"] = "step", ["step.error"] = "step", ["timer.fired"] = "sleep" }
+-- Log kinds that carry an op's result, and the op kind each event belongs to.
+local COMPLETIONS = { ["step.result"] = true, ["step.error"] = true, ["timer.fired"] = true,
+                      ["input.resolved"] = true, ["hook.created"] = true, ["hook.received"] = true }
 local OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
-                 ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep" }
+                 ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
+                 ["input.requested"] = "ask", ["input.resolved"] = "ask",
+                 ["hook.created"] = "hook", ["hook.received"] = "hook.await" }
 
 --- Events of a run as a list of { seq, op, kind, name, payload, time } tables.
 function M.events(id)
@@ -532,6 +733,9 @@ local function load_run(row)
       end
     elseif kind == "version" then
       r.versions[names[i]] = decode(payloads[i])
+    elseif kind == "run.cancel" then
+      nreplay = nreplay + 1
+      replay[nreplay] = i
     end
   end
   r.seq = last_seq
@@ -601,7 +805,6 @@ end
 
 --- Run everything that is ready; returns ms until the next timer, or nil.
 function M.tick()
-  listener = core.has_listener()
   local now = now_ms()
   while nheap > 0 and heap[1].due <= now do
     local t = heap_pop()
@@ -684,7 +887,7 @@ function M.register(name, tool)
   M.tools[name] = tool
 end
 
-function M.call(name, input_json)
+function M.call(name, input_json, opts)
   local tool = M.tools[name]
   if not tool then
     local names = {}
@@ -704,18 +907,19 @@ function M.call(name, input_json)
   local id = new_id("run_")
   local seed = string.unpack("<i8", core.random_bytes(8))
   local t = now_ms()
-  local row = { id = id, tool = name, call_id = new_id("call_"), seed = seed, started = t }
-  local _, e = core.exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,updated)"
-    .. " VALUES(?,?,?,'running',?,?,?,?,?,?)", id, name, tool.entry, text, row.call_id,
-    tool.source_hash, seed, t, t)
-  if e then return nil, e, "store" end
+  local channel = opts and opts.noInput and "none" or "default"
+  local row = { id = id, tool = name, call_id = new_id("call_"), seed = seed, started = t, channel = channel }
+  local inserted, e = core.exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,"
+    .. "updated,channel) VALUES(?,?,?,'running',?,?,?,?,?,?,?)", id, name, tool.entry, text, row.call_id,
+    tool.source_hash, seed, t, t, channel)
+  if not inserted then return nil, e, "store" end
   local r = new_run(row, tool)
   append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id }))
   -- The run is durable before its id is handed out.
   local cok, cerr = core.commit()
   if not cok then return nil, cerr, "store" end
   start_main(r, decode(text))
-  return id
+  return id, row.call_id
 end
 
 function M.resume_all()
@@ -789,6 +993,171 @@ function M.list_events(as_json, id)
       ev.op and ("op " .. ev.op) or "", ev.kind, ev.name or "", ev.payload)
   end
   return table.concat(out, "\n") .. "\n"
+end
+
+---------------------------------------------------------------------------
+-- the world's side: answers, deliveries, cancels (HTTP API, CLI, steps)
+
+-- Append to the log of a run that is not in memory (no process drives it, or
+-- it has not been resumed yet); `moor resume` replays it in order.
+local function append_offline(run_id, op, kind, name, payload)
+  local rows = core.query("SELECT coalesce(max(seq), 0) AS seq FROM events WHERE run_id=?", run_id)
+  local ok, err = append_event(run_id, rows[1].seq + 1, op, kind, name, payload, now_ms())
+  if not ok then error("cannot record event: " .. tostring(err), 0) end
+end
+
+local function api_error(status, code, message)
+  return nil, status, code, message
+end
+
+--- Answer a pending question: answer = { optionId = ... } or { text = ... }.
+-- Returns true, or nil, http_status, code, message.
+function M.answer(req_id, answer)
+  local rows = core.query("SELECT * FROM inputs WHERE request_id=?", req_id)
+  local row = rows and rows[1]
+  if not row then
+    return api_error(404, "not_found", ("unknown input request '%s'; GET /v1/inputs lists pending ones"):format(
+      req_id))
+  end
+  if row.status ~= "pending" then
+    return api_error(409, "already_resolved", ("input request '%s' is already %s"):format(req_id,
+      row.status == "answered" and "answered" or "withdrawn (" .. row.status .. ")"))
+  end
+  if type(answer) ~= "table" then return api_error(400, "bad_request", "the answer must be a JSON object") end
+  local option, text = answer.optionId, answer.text
+  if (option == nil) == (text == nil) then
+    return api_error(400, "bad_request", "answer with exactly one of optionId or text")
+  end
+  local req = decode(row.request)
+  local options = type(req.options) == "table" and req.options or {}
+  if option ~= nil then
+    local found, ids = false, {}
+    for _, o in ipairs(options) do
+      ids[#ids + 1] = o.id
+      if o.id == option then found = true end
+    end
+    if not found then
+      return api_error(400, "invalid_option", ("option '%s' was never offered for '%s'; offered: %s"):format(
+        tostring(option), req_id, #ids > 0 and table.concat(ids, ", ") or "none (answer with text)"))
+    end
+  else
+    if type(text) ~= "string" then return api_error(400, "bad_request", "text must be a string") end
+    if #options > 0 and not req.allowFreeform and req.display ~= "text" then
+      return api_error(400, "freeform_not_allowed", ("'%s' does not allow free text; choose one of its options")
+        :format(req_id))
+    end
+  end
+  local payload = encode({ requestId = req_id, runId = row.run_id, outcome = "answered",
+    optionId = option, text = text })
+  core.exec("UPDATE inputs SET status='answered', answer=?, resolved=? WHERE request_id=?", payload, now_ms(),
+    req_id)
+  local r = runs[row.run_id]
+  if r then
+    complete(r, row.op, "input.resolved", "ask", payload)
+  else
+    append_offline(row.run_id, row.op, "input.resolved", "ask", payload)
+  end
+  local ok, err = core.commit()
+  if not ok then return api_error(500, "store", err) end
+  return true
+end
+
+--- Pending questions: { { requestId, runId, request, created }, ... }
+function M.inputs()
+  local rows = core.query("SELECT request_id, run_id, request, created FROM inputs WHERE status='pending' "
+    .. "ORDER BY created, request_id")
+  local out = {}
+  for i, row in ipairs(rows) do
+    out[i] = { requestId = row.request_id, runId = row.run_id, request = decode(row.request),
+               created = row.created }
+  end
+  return json.array(out)
+end
+
+--- Cancel a run. Returns true, or nil, http_status, code, message.
+function M.cancel(run_id)
+  local rows = core.query("SELECT status FROM runs WHERE id=?", run_id)
+  if not rows or not rows[1] then return api_error(404, "not_found", ("unknown run '%s'"):format(run_id)) end
+  if rows[1].status ~= "running" then
+    return api_error(409, "already_settled", ("run '%s' is already %s"):format(run_id, rows[1].status))
+  end
+  core.exec("UPDATE runs SET cancel_requested=1, updated=? WHERE id=?", now_ms(), run_id)
+  local r = runs[run_id]
+  local payload = encode({ requested = now_ms() })
+  if r then
+    if not r.cancel_logged then
+      r.cancel_logged = true
+      local _, t = append(r, nil, "run.cancel", nil, payload)
+      local item = { r, nil, "run.cancel", payload, t }
+      if is_replaying(r) then
+        r.deferred[#r.deferred + 1] = function() npending = npending + 1; pending[npending] = item end
+      else
+        npending = npending + 1
+        pending[npending] = item
+      end
+    end
+  else
+    local done = core.query("SELECT 1 FROM events WHERE run_id=? AND kind='run.cancel'", run_id)
+    if not done[1] then append_offline(run_id, nil, "run.cancel", nil, payload) end
+  end
+  local ok, err = core.commit()
+  if not ok then return api_error(500, "store", err) end
+  return true
+end
+
+--- Deliver to a hook or webhook. request: the payload (hooks) or
+-- { method, headers, body, query } (webhooks). Returns the hook's kind and
+-- its respondWith (or nil), or nil, 404, code, message.
+function M.deliver(token, request)
+  local rows = core.query("SELECT run_id, kind, respond, closed FROM hooks WHERE token=?", token)
+  local h = rows and rows[1]
+  if not h or h.closed ~= 0 then
+    -- The same answer for unknown and closed tokens reveals nothing.
+    return api_error(404, "not_found", "no open hook or webhook has this token")
+  end
+  local payload, err = encode(request, 1024 * 1024 + 65536)
+  if not payload then return api_error(400, "bad_request", err) end
+  local nrow = core.query("SELECT coalesce(max(n), 0) AS n FROM deliveries WHERE token=?", token)
+  core.exec("INSERT INTO deliveries(token, n, run_id, payload, time) VALUES(?,?,?,?,?)", token, nrow[1].n + 1,
+    h.run_id, payload, now_ms())
+  local r = runs[h.run_id]
+  local op = r and r.hook_waiting[token]
+  if op then
+    r.hook_waiting[token] = nil
+    core.exec("UPDATE deliveries SET consumed=1 WHERE token=? AND n=?", token, nrow[1].n + 1)
+    complete(r, op, "hook.received", "await", payload)
+  end
+  local ok, cerr = core.commit()
+  if not ok then return api_error(500, "store", cerr) end
+  return h.kind, h.respond and decode(h.respond) or nil
+end
+
+--- A run's row as the API shows it.
+function M.run_details(id)
+  local rows = core.query("SELECT id, tool, status, call_id, result, error, started, updated, cancel_requested "
+    .. "FROM runs WHERE id=?", id)
+  local row = rows and rows[1]
+  if not row then return nil end
+  return {
+    id = row.id, tool = row.tool, status = row.status, callId = row.call_id,
+    result = row.result and decode(row.result) or nil, error = row.error and decode(row.error) or nil,
+    started = iso(row.started), updated = iso(row.updated), cancelRequested = row.cancel_requested == 1,
+  }
+end
+
+--- Subscribe to committed events: fn(run_id, seq, kind, name, payload, time).
+local subscribers = {}
+function M.subscribe(fn)
+  subscribers[#subscribers + 1] = fn
+  return function()
+    for i, f in ipairs(subscribers) do
+      if f == fn then table.remove(subscribers, i) return end
+    end
+  end
+end
+M._subscribers = subscribers
+flush_subscribers = function(e)
+  for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6]) end
 end
 
 function M.run_tests(args)

@@ -288,6 +288,147 @@ function M.version(id, min, max)
   return v
 end
 
+---------------------------------------------------------------------------
+-- waiting on the world: questions, signals, hooks and webhooks
+
+local DISPLAYS = { confirmation = true, select = true, text = true }
+local STYLES = { primary = true, danger = true, default = true }
+
+local function check_request(req)
+  if type(req) ~= "table" then
+    error("ctx.ask takes a request table { prompt, display?, options?, allowFreeform? }", 3)
+  end
+  if type(req.prompt) ~= "string" or req.prompt == "" then error("ctx.ask: prompt must be a non-empty string", 3) end
+  if req.display ~= nil and not DISPLAYS[req.display] then
+    error("ctx.ask: display must be \"confirmation\", \"select\" or \"text\"", 3)
+  end
+  if req.allowFreeform ~= nil and type(req.allowFreeform) ~= "boolean" then
+    error("ctx.ask: allowFreeform must be a boolean", 3)
+  end
+  local options, seen = json.array {}, {}
+  if req.options ~= nil then
+    if type(req.options) ~= "table" then error("ctx.ask: options must be a list", 3) end
+    for i, o in ipairs(req.options) do
+      if type(o) ~= "table" or type(o.id) ~= "string" or o.id == "" then
+        error(("ctx.ask: options[%d] needs an id (a non-empty string)"):format(i), 3)
+      end
+      if seen[o.id] then error(("ctx.ask: option id '%s' is used twice"):format(o.id), 3) end
+      seen[o.id] = true
+      if type(o.label) ~= "string" then error(("ctx.ask: options[%d] needs a label"):format(i), 3) end
+      if o.style ~= nil and not STYLES[o.style] then
+        error(("ctx.ask: options[%d].style must be primary, danger or default"):format(i), 3)
+      end
+      if o.description ~= nil and type(o.description) ~= "string" then
+        error(("ctx.ask: options[%d].description must be a string"):format(i), 3)
+      end
+      options[i] = { id = o.id, label = o.label, description = o.description, style = o.style }
+    end
+  end
+  return { prompt = req.prompt, display = req.display, options = options, allowFreeform = req.allowFreeform }
+end
+
+local function is_signal(s) return type(s) == "table" and s.kind == "signal" end
+
+--- moor.AbortController(): { signal, abort(reason) }, as the web's. Pass
+-- the signal to ctx.ask to withdraw the question when it aborts.
+function M.AbortController()
+  local signal = { aborted = false, kind = "signal" }
+  return { signal = signal, abort = function(_, reason) engine.abort(signal, reason) end }
+end
+
+engine.extend_ctx = function(ctx)
+  --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
+  --   | { status = "cancelled" } | { status = "unavailable" }
+  ctx.ask = function(request, opts)
+    need_body("ctx.ask")
+    local clean = check_request(request)
+    local signals = { ctx.abortSignal }
+    if opts ~= nil then
+      if type(opts) ~= "table" then error("ctx.ask: options must be a table { signal }", 2) end
+      if opts.signal ~= nil then
+        if not is_signal(opts.signal) then error("ctx.ask: signal must come from moor.AbortController()", 2) end
+        signals[2] = opts.signal
+      end
+    end
+    local ok, v = engine.op("ask", "ask", { request = clean, signals = signals })
+    if not ok then error(v, 0) end
+    return v
+  end
+end
+
+local Request = {}
+Request.__index = Request
+--- request:json(): the body decoded as JSON (raises a clear error when it is not).
+function Request:json()
+  local v, err = json.decode(self.body or "")
+  if err then error(errors.new("InvalidJSON", "the webhook request body is not JSON: " .. err), 2) end
+  return v
+end
+function Request:text() return self.body end
+
+local Hook = {}
+Hook.__index = Hook
+
+--- hook:await(): park the run until the next delivery; returns its payload
+-- (a hook) or a request { method, headers, body, query, :json() } (a webhook).
+function Hook.await(self)
+  need_body("hook:await")
+  local ok, v = engine.op("hook.await", "await", { token = self.token })
+  if not ok then error(v, 0) end
+  if self.kind == "webhook" then return setmetatable(v, Request) end
+  return v
+end
+
+--- for request in hook:requests() do ... end: every delivery, in order.
+function Hook.requests(self)
+  return function() return self:await() end
+end
+
+local TOKEN_RULE = "^[%w._:-]+$"
+
+local function make_hook(kind, spec)
+  local ok, v = engine.op("hook", kind, spec)
+  if not ok then error(v, 0) end
+  if v.error then error(errors.new("HookConflict", v.error), 3) end
+  return setmetatable({ token = v.token, url = v.url, kind = kind }, Hook)
+end
+
+--- moor.createHook{ token? }: a hook resumed by moor.resumeHook(token, payload)
+-- or POST /v1/hooks/{token}. Give a token for a deterministic one.
+function M.createHook(opts)
+  need_body("moor.createHook")
+  opts = opts or {}
+  if opts.token ~= nil and (type(opts.token) ~= "string" or #opts.token > 200 or not opts.token:match(TOKEN_RULE)) then
+    error("moor.createHook: token must be 1-200 letters, digits or . _ : -", 2)
+  end
+  return make_hook("hook", { kind = "hook", token = opts.token })
+end
+
+--- moor.createWebhook{ respondWith? }: a URL under /.well-known/workflow/v1/webhook/
+-- with a 32-byte random token. respondWith = { status, headers, body } answers
+-- each delivery (default 202 {"ok":true}).
+function M.createWebhook(opts)
+  need_body("moor.createWebhook")
+  opts = opts or {}
+  local rw = opts.respondWith
+  if rw ~= nil then
+    if type(rw) ~= "table" or (rw.status ~= nil and math.type(rw.status) ~= "integer") then
+      error("moor.createWebhook: respondWith is { status = 200, headers = {...}, body = \"...\" }", 2)
+    end
+  end
+  return make_hook("webhook", { kind = "webhook", respondWith = rw })
+end
+
+--- moor.resumeHook(token, payload): deliver to a hook, from a step or plain code.
+function M.resumeHook(token, payload)
+  if engine.in_body() then
+    error("moor.resumeHook belongs in a step: a workflow body is replayed, so the delivery would repeat", 2)
+  end
+  local kind, status, _, message = engine.deliver(token, payload == nil and json.null or payload)
+  if not kind then error(errors.new(status == 404 and "HookNotFound" or "HookError", message), 2) end
+  return true
+end
+
 --- pairs in a stable (sorted-key) order: Lua's pairs order differs between
 -- processes, so a body that makes ops while iterating must use this.
 function M.sortedPairs(t)

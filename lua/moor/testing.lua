@@ -29,13 +29,15 @@ local function resolve(tool)
   return tool.name
 end
 
---- Drive the engine until run id settles (or nothing more can happen).
-function M.drive(id)
+--- Drive the engine until run id settles, or parks: nothing is due within
+-- max_wait ms (default 2000; a run asleep for an hour counts as parked).
+function M.drive(id, max_wait)
+  max_wait = max_wait or 2000
   while true do
     local due = engine.tick()
     local status = engine.run_status(id)
     if status ~= "running" then return status end
-    if not due then return status end
+    if not due or due > max_wait then return status end
     core.wait(due)
   end
 end
@@ -49,21 +51,46 @@ end
 
 --- Start a run of tool with input and drive it to the end.
 -- Returns result, nil, runId on success; nil, { code, message }, runId on failure.
-function M.call(tool, input)
+function M.call(tool, input, opts)
   local name = resolve(tool)
-  local id, err, code = engine.call(name, json.encode(input == nil and {} or input))
+  local id, err, code = engine.call(name, json.encode(input == nil and {} or input), opts)
   if not id then return nil, { code = code, message = err } end
   M.drive(id)
   return outcome(id)
 end
 
---- Start a run without driving it (drive it with t.drive(id) or t.step()).
-function M.start(tool, input)
+--- Start a run and drive it until it settles or parks (on a question, a
+-- hook, or nothing due); drive it on with t.drive(id). opts.noInput: the run
+-- has no channel for questions (ctx.ask answers "unavailable").
+function M.start(tool, input, opts)
   local name = resolve(tool)
-  local id, err, code = engine.call(name, json.encode(input == nil and {} or input))
+  local id, err, code = engine.call(name, json.encode(input == nil and {} or input), opts)
   if not id then return nil, { code = code, message = err } end
   return id
 end
+
+--- The run's outcome now: result, err, runId (both nil while it runs).
+function M.outcome(id)
+  local status = engine.run_info(id)
+  if status == "running" then return nil, nil, id end
+  return outcome(id)
+end
+
+--- Pending questions of a run: { { requestId, request }, ... }.
+function M.inputs(id)
+  local out = {}
+  for _, q in ipairs(engine.inputs()) do
+    if q.runId == id then out[#out + 1] = q end
+  end
+  return out
+end
+
+--- Answer a question as the HTTP API would: true or nil, status, code, message.
+M.answer = engine.answer
+--- Cancel a run as the HTTP API would.
+M.cancel = engine.cancel
+--- Deliver to a hook or webhook as the HTTP API would.
+M.deliver = engine.deliver
 
 --- One scheduler round: run what is ready now.
 function M.step() return engine.tick() end

@@ -215,6 +215,59 @@ static void test_decimal_comma_locale(void **state) {
   setlocale(LC_NUMERIC, "C");
 }
 
+/* The float text is exactly the spec's rule, done the slow obvious way: the
+ * first of %.15g, %.16g, %.17g that strtod reads back as d, plus ".0" when it
+ * looks like an integer. Checked on random bit patterns and on values next to
+ * rounding ties, where a shortcut would most likely go wrong. */
+static void spec_float_text(double d, char *out, size_t size) {
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(out, size, "%.*g", prec, d);
+    if (prec == 17 || strtod(out, NULL) == d) break;
+  }
+  if (!strpbrk(out, ".eni")) strcat(out, ".0");
+}
+
+static void float_matches_spec(lua_State *L, double d) {
+  char want[64];
+  if (!isfinite(d)) return;
+  spec_float_text(d, want, sizeof want);
+  lua_pushnumber(L, d);
+  assert_int_equal(encode_top(L, 0, NULL, NULL), 0);
+  if (strcmp(text, want) != 0) fail_msg("%.17g encodes as %s, want %s", d, text, want);
+}
+
+static void test_float_text_matches_spec(void **state) {
+  lua_State *L = *state;
+  uint64_t x = 88172645463325252u;
+  char buf[64];
+  for (int i = 0; i < 40000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+    double d;
+    memcpy(&d, &x, sizeof d);
+    float_matches_spec(L, d);
+    /* 17 digits then ...5: the double nearest sits by a 17-digit tie */
+    snprintf(buf, sizeof buf, "%llu5e%d", (unsigned long long)(1e16 + (double)(x % 9000000000000000u)),
+             (int)(x % 61) - 30);
+    d = strtod(buf, NULL);
+    float_matches_spec(L, d);
+    float_matches_spec(L, nextafter(d, 0));
+    float_matches_spec(L, nextafter(d, INFINITY));
+    /* ties at 15 and 16 digits */
+    snprintf(buf, sizeof buf, "%llu5e%d", (unsigned long long)(x % 100000000000000u), (int)(x % 41) - 20);
+    float_matches_spec(L, strtod(buf, NULL));
+    snprintf(buf, sizeof buf, "%llu5e%d", (unsigned long long)(x % 1000000000000000u), (int)(x % 41) - 20);
+    float_matches_spec(L, strtod(buf, NULL));
+    float_matches_spec(L, (double)(x % 100000) / (double)(1 + x % 977));
+  }
+  for (int e = -325; e <= 308; e++) { /* powers of ten and their neighbours: exponent carries */
+    double p = pow(10, e);
+    float_matches_spec(L, p);
+    float_matches_spec(L, nextafter(p, 0));
+    float_matches_spec(L, nextafter(p, INFINITY));
+    float_matches_spec(L, -9.999999999999999 * p);
+  }
+}
+
 /* ------------------------------------------------------------ strings */
 
 static void test_string_escapes(void **state) {
@@ -759,6 +812,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_integers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_floats, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_integer_tokens, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_float_text_matches_spec, setup, teardown),
       cmocka_unit_test_setup_teardown(test_decimal_comma_locale, setup, teardown),
       cmocka_unit_test_setup_teardown(test_string_escapes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unicode_surrogates, setup, teardown),
