@@ -288,6 +288,44 @@ static int l_db_path(lua_State *L) {
   return 1;
 }
 
+/* The HTTP side of the Lua router: answer later, and Server-Sent Events. */
+static int http_rc(lua_State *L, int rc) {
+  lua_pushboolean(L, rc == 0);
+  return 1;
+}
+
+static int l_http_respond(lua_State *L) {
+  moor *m = self(L);
+  if (!m->http) return http_rc(L, MOOR_ENOTFOUND);
+  size_t len;
+  const char *body = luaL_optlstring(L, 5, "", &len);
+  return http_rc(L, moor_http_respond(m->http, (unsigned long long)luaL_checkinteger(L, 1),
+                                      (int)luaL_checkinteger(L, 2), luaL_optstring(L, 3, NULL),
+                                      luaL_optstring(L, 4, NULL), body, len));
+}
+
+static int l_http_stream_start(lua_State *L) {
+  moor *m = self(L);
+  if (!m->http) return http_rc(L, MOOR_ENOTFOUND);
+  return http_rc(L, moor_http_stream_start(m->http, (unsigned long long)luaL_checkinteger(L, 1),
+                                           (int)luaL_checkinteger(L, 2), luaL_optstring(L, 3, NULL),
+                                           luaL_optstring(L, 4, NULL)));
+}
+
+static int l_http_write(lua_State *L) {
+  moor *m = self(L);
+  if (!m->http) return http_rc(L, MOOR_ENOTFOUND);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  return http_rc(L, moor_http_stream_write(m->http, (unsigned long long)luaL_checkinteger(L, 1), data, len));
+}
+
+static int l_http_end(lua_State *L) {
+  moor *m = self(L);
+  if (!m->http) return http_rc(L, MOOR_ENOTFOUND);
+  return http_rc(L, moor_http_stream_end(m->http, (unsigned long long)luaL_checkinteger(L, 1)));
+}
+
 int luaopen_moor_core(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"query", l_query},   {"exec", l_exec},       {"append", l_append},
@@ -295,6 +333,8 @@ int luaopen_moor_core(lua_State *L) {
     {"mono", l_mono},     {"emit", l_emit},       {"has_listener", l_has_listener},
     {"listdir", l_listdir}, {"hash", l_hash},     {"random_bytes", l_random_bytes},
     {"wait", l_wait},     {"getpid", l_getpid},   {"db_path", l_db_path},
+    {"http_respond", l_http_respond}, {"http_stream_start", l_http_stream_start},
+    {"http_write", l_http_write}, {"http_end", l_http_end},
     {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_pushliteral(L, MOOR_VERSION);

@@ -6,6 +6,7 @@
 #include <lua.h>
 #include <uv.h>
 
+#include "http.h"
 #include "moor.h"
 #include "store.h"
 
@@ -20,6 +21,11 @@ struct moor {
   char *db_path;
   moor_event_cb cb;
   void *cb_ud;
+  moor_config cfg;        /* as opened (strings not owned) */
+  moor_http *http;        /* the API server while moor_listen'd */
+  uv_check_t check;       /* ticks the engine after each loop iteration (serve) */
+  uv_signal_t sigint, sigterm;
+  int serving;
   char err[8192];
 };
 
@@ -27,5 +33,7 @@ int luaopen_moor_core(lua_State *L);
 /* The engine that owns L (stored in the registry by moor_open). */
 moor *moor_from_lua(lua_State *L);
 void moor_core_bind(lua_State *L, moor *m);
+/* Call engine[fn] with nargs pushed; leaves nres results, or MOOR_ELUA. */
+int moor_call_engine(moor *m, const char *fn, int nargs, int nres);
 
 #endif

@@ -58,3 +58,34 @@ int moor_lock_acquire(const char *db_path, int *fd_out, char *err, size_t errlen
 void moor_lock_release(int fd) {
   if (fd >= 0) close(fd); /* closing drops the flock */
 }
+
+void moor_lock_note_url(int fd, const char *url) {
+  char line[1100];
+  int n = snprintf(line, sizeof line, "\nurl=%s\n", url);
+  off_t end = lseek(fd, 0, SEEK_END);
+  if (end >= 0 && n > 0 && pwrite(fd, line, (size_t)n, end) < 0) { /* best effort */ }
+}
+
+int moor_lock_server_url(const char *db_path, char *url, size_t len) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s.lock", db_path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return MOOR_ENOTFOUND;
+  /* A lock we can take means nobody holds it: no live server. */
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    close(fd);
+    return MOOR_ENOTFOUND;
+  }
+  char buf[2048];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  buf[n > 0 ? n : 0] = 0;
+  char *u = strstr(buf, "\nurl=");
+  if (!u) return MOOR_ENOTFOUND;
+  u += 5;
+  size_t k = strcspn(u, "\n");
+  if (k == 0 || k >= len) return MOOR_ENOTFOUND;
+  memcpy(url, u, k);
+  url[k] = 0;
+  return 0;
+}

@@ -5,4 +5,8 @@
 #include <stddef.h>
 int moor_lock_acquire(const char *db_path, int *fd_out, char *err, size_t errlen);
 void moor_lock_release(int fd);
+/* Add "url=..." to the holder's note, so other commands find the server. */
+void moor_lock_note_url(int fd, const char *url);
+/* The url= a live holder noted; MOOR_ENOTFOUND when unlocked or none. */
+int moor_lock_server_url(const char *db_path, char *url, size_t len);
 #endif

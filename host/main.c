@@ -2,6 +2,8 @@
  * reaches no engine internals. */
 #include "moor.h"
 
+#include <curl/curl.h>
+#include <uv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,12 @@ static const char *USAGE =
   "  resume             drive every unfinished run until none is runnable or due\n"
   "  runs [--json]      list runs (id, tool, status, started, updated)\n"
   "  logs RUN [--json]  print a run's event log\n"
+  "  dev                serve the HTTP API and drive every run until SIGINT/SIGTERM;\n"
+  "                     the first line of stdout is the URL it listens on\n"
+  "  answer REQUEST (OPTION | --text TEXT)\n"
+  "                     answer a pending question (through a running moor dev,\n"
+  "                     else in the database)\n"
+  "  cancel RUN         cancel a run (through a running moor dev, else in the database)\n"
   "  test [PATH...]     run busted specs inside the host (default: tests/lua)\n"
   "  help               this text\n"
   "\n"
@@ -24,13 +32,19 @@ static const char *USAGE =
   "  --db FILE          the SQLite database (default: $MOOR_DB or .moor/moor.db)\n"
   "  --durability MODE  normal (survives a killed process; default) or full\n"
   "                     (also survives power loss); or $MOOR_DURABILITY\n"
+  "  --listen ADDR      moor dev's address (default 127.0.0.1:7373; port 0 picks one);\n"
+  "                     a non-loopback address needs $MOOR_API_TOKEN\n"
+  "  --body-limit BYTES largest HTTP request body (default 1 MiB; or $MOOR_BODY_LIMIT)\n"
+  "  --no-input         moor call: the run has no channel for questions\n"
+  "                     (ctx.ask answers \"unavailable\" at once)\n"
   "  --version          print the version\n"
   "\n"
   "exit status: 0 success, 1 the tool failed, 2 usage or load error\n";
 
 typedef struct opts {
-  const char *agent, *db, *cmd;
-  int durability, json;
+  const char *agent, *db, *cmd, *listen, *text;
+  int durability, json, no_input;
+  size_t body_limit;
   int nargs;
   char **args;
 } opts;
@@ -55,6 +69,19 @@ static int parse(int argc, char **argv, opts *o) {
       else if (!strcmp(v, "full")) o->durability = MOOR_DURABILITY_FULL;
       else if (!strcmp(v, "normal")) o->durability = MOOR_DURABILITY_NORMAL;
       else return usage_error("--durability must be normal or full, not '%s'", v);
+    } else if (!strcmp(a, "--listen") || !strcmp(a, "--text") || !strcmp(a, "--body-limit")) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      const char *v = argv[++i];
+      if (!strcmp(a, "--listen")) o->listen = v;
+      else if (!strcmp(a, "--text")) o->text = v;
+      else {
+        char *end;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end || n == 0) return usage_error("--body-limit must be a number of bytes, not '%s'", v);
+        o->body_limit = (size_t)n;
+      }
+    } else if (!strcmp(a, "--no-input")) {
+      o->no_input = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "--version") || !strcmp(a, "-v")) {
@@ -84,7 +111,7 @@ static void print_event(const moor_event *ev, void *ud) {
 }
 
 static moor *open_engine(const opts *o, int read_only, int *status) {
-  moor_config cfg = {o->db, o->durability, NULL, read_only};
+  moor_config cfg = {o->db, o->durability, NULL, read_only, o->no_input, o->body_limit, 0};
   moor *m = NULL;
   int rc = moor_open(&m, &cfg);
   if (rc) {
@@ -133,13 +160,84 @@ static int report(moor *m, const char *run_id) {
   return code;
 }
 
+/* On a terminal, `moor call` asks its questions in place: each
+ * input.requested prints the question, and a line typed on stdin answers it
+ * (read through the engine's loop, so timers racing the question still fire). */
+typedef struct prompt_state {
+  moor *m;
+  char request[128];      /* the question being asked; "" when none */
+  uv_poll_t poll;
+  int polling;
+} prompt_state;
+
+static void json_string_field(const char *json, const char *field, char *out, size_t len) {
+  /* Enough for our own events: "field":"value" with no escapes in ids. */
+  char key[64];
+  snprintf(key, sizeof key, "\"%s\":\"", field);
+  const char *p = strstr(json, key);
+  out[0] = 0;
+  if (!p) return;
+  p += strlen(key);
+  size_t n = strcspn(p, "\"");
+  if (n >= len) n = len - 1;
+  memcpy(out, p, n);
+  out[n] = 0;
+}
+
+static void show_question(prompt_state *ps) {
+  char *text = NULL;
+  if (moor_format_input(ps->m, ps->request, &text) == 0) {
+    fprintf(stderr, "\n? %s\n> ", text);
+    fflush(stderr);
+  }
+  free(text);
+}
+
+static void on_stdin(uv_poll_t *h, int status, int events) {
+  prompt_state *ps = h->data;
+  (void)events;
+  char line[4096];
+  if (status < 0 || !fgets(line, sizeof line, stdin)) {
+    uv_poll_stop(h);
+    return;
+  }
+  line[strcspn(line, "\n")] = 0;
+  if (!ps->request[0]) return;
+  if (moor_answer_line(ps->m, ps->request, line) == 0) {
+    ps->request[0] = 0;
+  } else {
+    fprintf(stderr, "%s\n", moor_errmsg(ps->m));
+    show_question(ps);
+  }
+}
+
+static void call_event(const moor_event *ev, void *ud) {
+  prompt_state *ps = ud;
+  print_event(ev, NULL);
+  if (!ps) return;
+  if (!strcmp(ev->kind, "input.requested")) {
+    json_string_field(ev->payload, "requestId", ps->request, sizeof ps->request);
+    show_question(ps);
+  } else if (!strcmp(ev->kind, "input.resolved")) {
+    char id[128];
+    json_string_field(ev->payload, "requestId", id, sizeof id);
+    if (!strcmp(id, ps->request)) ps->request[0] = 0;
+  }
+}
+
 static int cmd_call(const opts *o) {
   if (o->nargs < 1 || o->nargs > 2) return usage_error("call needs TOOL [JSON]%s", "");
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
   if ((status = load(m, o))) goto out;
-  moor_on_event(m, print_event, NULL);
+  prompt_state ps = {m, "", {0}, 0};
+  int tty = !o->no_input && isatty(0);
+  if (tty && uv_poll_init(moor_loop(m), &ps.poll, 0) == 0) {
+    ps.poll.data = &ps;
+    ps.polling = 1;
+  }
+  moor_on_event(m, call_event, tty ? &ps : NULL);
   char run_id[64];
   int rc = moor_call(m, o->args[0], o->nargs > 1 ? o->args[1] : "{}", run_id, sizeof run_id);
   if (rc) {
@@ -148,12 +246,143 @@ static int cmd_call(const opts *o) {
     goto out;
   }
   fprintf(stderr, "run %s started\n", run_id);
-  if ((rc = moor_run(m))) {
-    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
-    status = 1;
-    goto out;
+  if (ps.polling) uv_poll_start(&ps.poll, UV_READABLE, on_stdin);
+  for (;;) {
+    if ((rc = moor_run(m))) {
+      fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+      status = 1;
+      goto out;
+    }
+    /* Nothing due: on a terminal, wait for the person's answer. */
+    if (!ps.polling || !ps.request[0] || !uv_is_active((uv_handle_t *)&ps.poll)) break;
+    uv_run(moor_loop(m), UV_RUN_ONCE);
   }
   status = report(m, run_id);
+out:
+  if (ps.polling) uv_close((uv_handle_t *)&ps.poll, NULL);
+  moor_close(m);
+  return status;
+}
+
+/* A small client for the commands that reach a running `moor dev`. */
+static size_t collect(char *data, size_t size, size_t n, void *ud) {
+  char *buf = ud;
+  size_t have = strlen(buf), add = size * n;
+  if (have + add >= 4096) add = 4095 - have;
+  memcpy(buf + have, data, add);
+  buf[have + add] = 0;
+  return size * n;
+}
+
+static int post_json(const char *url, const char *body) {
+  CURL *c = curl_easy_init();
+  if (!c) return 2;
+  char resp[4096] = "", auth[600] = "";
+  struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+  const char *token = getenv("MOOR_API_TOKEN");
+  if (token && *token) {
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    h = curl_slist_append(h, auth);
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)resp);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  CURLcode rc = curl_easy_perform(c);
+  long code = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK) {
+    fprintf(stderr, "moor: cannot reach the running moor dev at %s: %s\n", url, curl_easy_strerror(rc));
+    return 2;
+  }
+  if (code >= 300) {
+    fprintf(stderr, "moor: %s\n", resp);
+    return 1;
+  }
+  printf("%s\n", resp);
+  return 0;
+}
+
+static void json_quote(char *out, size_t len, const char *s) {
+  size_t k = 0;
+  out[k++] = '"';
+  for (; *s && k + 8 < len; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') {
+      out[k++] = '\\';
+      out[k++] = (char)ch;
+    } else if (ch < 0x20) {
+      k += (size_t)snprintf(out + k, len - k, "\\u%04x", ch);
+    } else {
+      out[k++] = (char)ch;
+    }
+  }
+  out[k++] = '"';
+  out[k] = 0;
+}
+
+/* answer and cancel: through a running moor dev when one holds the
+ * database, else directly in the database (the run picks it up on resume). */
+static int cmd_answer_or_cancel(const opts *o, int answer) {
+  if (answer && !(o->nargs == 2 && !o->text) && !(o->nargs == 1 && o->text))
+    return usage_error("answer needs REQUEST and an OPTION id, or REQUEST --text TEXT%s", "");
+  if (!answer && o->nargs != 1) return usage_error("cancel needs a RUN id%s", "");
+  char url[1024], full[2048], body[8300];
+  if (moor_find_server(o->db, url, sizeof url) == 0) {
+    if (answer) {
+      char q[8200];
+      json_quote(q, sizeof q, o->text ? o->text : o->args[1]);
+      snprintf(body, sizeof body, "{\"%s\":%s}", o->text ? "text" : "optionId", q);
+      snprintf(full, sizeof full, "%s/v1/inputs/%s", url, o->args[0]);
+    } else {
+      snprintf(body, sizeof body, "{}");
+      snprintf(full, sizeof full, "%s/v1/runs/%s/cancel", url, o->args[0]);
+    }
+    return post_json(full, body);
+  }
+  int status = 0;
+  moor *m = open_engine(o, 0, &status);
+  if (!m) return status;
+  int rc = answer ? moor_answer(m, o->args[0], o->text ? NULL : o->args[1], o->text)
+                  : moor_cancel(m, o->args[0]);
+  if (rc) {
+    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+    status = rc == MOOR_EINVAL || rc == MOOR_ECONFLICT || rc == MOOR_ENOTFOUND ? 1 : 2;
+  } else {
+    printf(answer ? "answered %s\n" : "cancel requested for %s; it takes effect when the run is driven "
+                                       "(moor resume or moor dev)\n", o->args[0]);
+  }
+  moor_close(m);
+  return status;
+}
+
+static int cmd_dev(const opts *o) {
+  if (o->nargs) return usage_error("dev takes no arguments%s", "");
+  int status = 0;
+  moor *m = open_engine(o, 0, &status);
+  if (!m) return status;
+  if ((status = load(m, o))) goto out;
+  moor_on_event(m, print_event, NULL);
+  char url[600];
+  int rc = moor_resume_all(m);
+  if (!rc) rc = moor_listen(m, o->listen ? o->listen : "127.0.0.1:7373", url, sizeof url);
+  if (rc) {
+    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+    status = 2;
+    goto out;
+  }
+  printf("%s\n", url);
+  fflush(stdout);
+  fprintf(stderr, "moor dev: serving %s with the agent in %s (Ctrl-C stops)\n", url, o->agent ? o->agent : "agent");
+  if ((rc = moor_serve(m))) {
+    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+    status = 1;
+  }
+  fprintf(stderr, "moor dev: stopped\n");
 out:
   moor_close(m);
   return status;
@@ -244,6 +473,12 @@ int main(int argc, char **argv) {
     status = cmd_list(&o, 0);
   } else if (!strcmp(c, "logs")) {
     status = cmd_list(&o, 1);
+  } else if (!strcmp(c, "dev")) {
+    status = cmd_dev(&o);
+  } else if (!strcmp(c, "answer")) {
+    status = cmd_answer_or_cancel(&o, 1);
+  } else if (!strcmp(c, "cancel")) {
+    status = cmd_answer_or_cancel(&o, 0);
   } else if (!strcmp(c, "test")) {
     status = cmd_test(&o);
   } else {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #ifndef MOOR_LUA_DIR
@@ -65,7 +66,7 @@ static int make_parent(const char *path) {
 
 /* Call engine[fn] with nargs arguments already pushed; leaves nres results.
  * A Lua error becomes MOOR_ELUA with its message. */
-static int call_engine(moor *m, const char *fn, int nargs, int nres) {
+int moor_call_engine(moor *m, const char *fn, int nargs, int nres) {
   lua_State *L = m->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, m->engine_ref);
   lua_getfield(L, -1, fn);
@@ -126,6 +127,7 @@ int moor_open(moor **out, const moor_config *cfg) {
   m->lock_fd = -1;
   m->engine_ref = LUA_NOREF;
   *out = m; /* even on failure, so the caller can read moor_errmsg, then moor_close */
+  m->cfg = *cfg;
   const char *db = cfg->db_path;
   if (!db || !*db) db = getenv("MOOR_DB");
   if (!db || !*db) db = ".moor/moor.db";
@@ -155,10 +157,14 @@ static void on_close(uv_handle_t *h) { (void)h; }
 
 void moor_close(moor *m) {
   if (!m) return;
+  if (m->http) {
+    moor_http_stop(m->http);
+    m->http = NULL;
+  }
   if (m->L) {
     if (m->engine_ref != LUA_NOREF) {
       /* Flush anything still uncommitted: a closed engine loses nothing. */
-      if (call_engine(m, "shutdown", 0, 0)) fprintf(stderr, "moor: %s\n", m->err);
+      if (moor_call_engine(m, "shutdown", 0, 0)) fprintf(stderr, "moor: %s\n", m->err);
     }
     lua_close(m->L);
   }
@@ -181,7 +187,7 @@ void moor_on_event(moor *m, moor_event_cb cb, void *ud) {
 int moor_load_agent(moor *m, const char *dir) {
   lua_State *L = m->L;
   lua_pushstring(L, dir ? dir : "agent");
-  int rc = call_engine(m, "load_agent", 1, 2);
+  int rc = moor_call_engine(m, "load_agent", 1, 2);
   if (rc) return rc;
   if (!lua_toboolean(L, -2)) {
     set_err(m, MOOR_ELOAD, "%s", lua_tostring(L, -1));
@@ -195,7 +201,10 @@ int moor_call(moor *m, const char *tool, const char *input_json, char *run_id, s
   lua_State *L = m->L;
   lua_pushstring(L, tool);
   lua_pushstring(L, input_json ? input_json : "{}");
-  int rc = call_engine(m, "call", 2, 3);
+  lua_createtable(L, 0, 1);
+  lua_pushboolean(L, m->cfg.no_input);
+  lua_setfield(L, -2, "noInput");
+  int rc = moor_call_engine(m, "call", 3, 3);
   if (rc) return rc;
   if (lua_isnil(L, -3)) {
     const char *code = lua_tostring(L, -1);
@@ -211,7 +220,7 @@ int moor_call(moor *m, const char *tool, const char *input_json, char *run_id, s
 }
 
 int moor_resume_all(moor *m) {
-  int rc = call_engine(m, "resume_all", 0, 2);
+  int rc = moor_call_engine(m, "resume_all", 0, 2);
   if (rc) return rc;
   if (lua_isnil(m->L, -2)) {
     set_err(m, MOOR_EIO, "%s", lua_tostring(m->L, -1));
@@ -221,13 +230,19 @@ int moor_resume_all(moor *m) {
   return rc;
 }
 
-int moor_tick(moor *m, long long *next_due_ms) {
-  uv_run(&m->loop, UV_RUN_NOWAIT);
-  int rc = call_engine(m, "tick", 0, 1);
+/* One scheduler round of the engine, without running the loop (on_check
+ * runs inside the loop). */
+static int engine_tick(moor *m, long long *next_due_ms) {
+  int rc = moor_call_engine(m, "tick", 0, 1);
   if (rc) return rc;
   if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -1, -1);
   lua_pop(m->L, 1);
   return 0;
+}
+
+int moor_tick(moor *m, long long *next_due_ms) {
+  uv_run(&m->loop, UV_RUN_NOWAIT);
+  return engine_tick(m, next_due_ms);
 }
 
 static void on_due(uv_timer_t *t) { (void)t; }
@@ -258,7 +273,7 @@ static char *dup_top(lua_State *L, int idx) {
 int moor_run_info(moor *m, const char *run_id, char **status, char **json) {
   *status = *json = NULL;
   lua_pushstring(m->L, run_id);
-  int rc = call_engine(m, "run_info", 1, 2);
+  int rc = moor_call_engine(m, "run_info", 1, 2);
   if (rc) return rc;
   if (lua_isnil(m->L, -2)) {
     set_err(m, MOOR_ENOTFOUND, "%s", lua_tostring(m->L, -1));
@@ -285,7 +300,7 @@ static int json_result(moor *m, const char *fn, const char *arg, int as_json, ch
     lua_pushstring(m->L, arg);
     nargs = 2;
   }
-  int rc = call_engine(m, fn, nargs, 2);
+  int rc = moor_call_engine(m, fn, nargs, 2);
   if (rc) return rc;
   if (lua_isnil(m->L, -2)) {
     set_err(m, MOOR_ENOTFOUND, "%s", lua_tostring(m->L, -1));
@@ -312,9 +327,222 @@ int moor_test(moor *m, int argc, char **argv) {
     lua_pushstring(L, argv[i]);
     lua_rawseti(L, -2, i + 1);
   }
-  int rc = call_engine(m, "run_tests", 1, 1);
+  int rc = moor_call_engine(m, "run_tests", 1, 1);
   if (rc) return rc;
   int status = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   return status;
+}
+
+void *moor_loop(moor *m) { return &m->loop; }
+
+/* Engine API calls that answer (true) or (nil, http_status, code, message). */
+static int api_result(moor *m, int rc) {
+  lua_State *L = m->L;
+  if (rc) return rc;
+  if (lua_toboolean(L, -4)) {
+    lua_pop(L, 4);
+    return 0;
+  }
+  int status = (int)lua_tointeger(L, -3);
+  set_err(m, 0, "%s", lua_tostring(L, -1));
+  lua_pop(L, 4);
+  return status == 404 ? MOOR_ENOTFOUND : status == 409 ? MOOR_ECONFLICT : status >= 500 ? MOOR_EIO : MOOR_EINVAL;
+}
+
+int moor_answer(moor *m, const char *request_id, const char *option_id, const char *text) {
+  lua_State *L = m->L;
+  lua_pushstring(L, request_id);
+  lua_createtable(L, 0, 1);
+  if (option_id) {
+    lua_pushstring(L, option_id);
+    lua_setfield(L, -2, "optionId");
+  }
+  if (text) {
+    lua_pushstring(L, text);
+    lua_setfield(L, -2, "text");
+  }
+  return api_result(m, moor_call_engine(m, "answer", 2, 4));
+}
+
+int moor_answer_line(moor *m, const char *request_id, const char *line) {
+  lua_pushstring(m->L, request_id);
+  lua_pushstring(m->L, line);
+  return api_result(m, moor_call_engine(m, "answer_line", 2, 4));
+}
+
+int moor_format_input(moor *m, const char *request_id, char **out) {
+  *out = NULL;
+  lua_pushstring(m->L, request_id);
+  int rc = moor_call_engine(m, "format_input", 1, 2);
+  if (rc) return rc;
+  if (lua_isnil(m->L, -2)) {
+    set_err(m, 0, "%s", lua_tostring(m->L, -1));
+    lua_pop(m->L, 2);
+    return MOOR_ENOTFOUND;
+  }
+  *out = dup_top(m->L, -2);
+  lua_pop(m->L, 2);
+  return *out ? 0 : MOOR_ENOMEM;
+}
+
+int moor_cancel(moor *m, const char *run_id) {
+  lua_pushstring(m->L, run_id);
+  return api_result(m, moor_call_engine(m, "cancel", 1, 4));
+}
+
+int moor_find_server(const char *db_path, char *url, size_t url_size) {
+  if (!db_path || !*db_path) db_path = getenv("MOOR_DB");
+  if (!db_path || !*db_path) db_path = ".moor/moor.db";
+  return moor_lock_server_url(db_path, url, url_size);
+}
+
+/* HTTP requests go to the Lua router (lua/moor/http.lua), which answers
+ * (status, content_type, headers, body), or "stream" after starting an SSE
+ * stream itself, or "later". */
+static void on_http_request(moor_http *srv, const moor_http_request *req, void *ud) {
+  moor *m = ud;
+  lua_State *L = m->L;
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, (lua_Integer)req->conn);
+  lua_setfield(L, -2, "conn");
+  lua_pushstring(L, req->method);
+  lua_setfield(L, -2, "method");
+  lua_pushstring(L, req->path);
+  lua_setfield(L, -2, "path");
+  if (req->query) {
+    lua_pushstring(L, req->query);
+    lua_setfield(L, -2, "query");
+  }
+  lua_createtable(L, 0, (int)req->nheaders);
+  for (size_t i = 0; i < req->nheaders; i++) {
+    lua_pushstring(L, req->values[i]);
+    lua_setfield(L, -2, req->names[i]);
+  }
+  lua_setfield(L, -2, "headers");
+  lua_pushlstring(L, req->body, req->body_len);
+  lua_setfield(L, -2, "body");
+  if (moor_call_engine(m, "http_request", 1, 4)) {
+    static const char fail[] = "{\"error\":{\"code\":\"internal\",\"message\":\"the engine failed; see the server log\"}}";
+    fprintf(stderr, "moor: %s\n", m->err);
+    moor_http_respond(srv, req->conn, 500, "application/json", NULL, fail, sizeof fail - 1);
+    return;
+  }
+  if (lua_isinteger(L, -4)) {
+    size_t len = 0;
+    const char *body = lua_tolstring(L, -1, &len);
+    moor_http_respond(srv, req->conn, (int)lua_tointeger(L, -4), lua_tostring(L, -3), lua_tostring(L, -2),
+                      body ? body : "", len);
+  }
+  lua_pop(L, 4);
+}
+
+static void on_http_closed(moor_http *srv, unsigned long long conn, void *ud) {
+  (void)srv;
+  moor *m = ud;
+  lua_pushinteger(m->L, (lua_Integer)conn);
+  if (moor_call_engine(m, "http_closed", 1, 0)) fprintf(stderr, "moor: %s\n", m->err);
+}
+
+static int is_loopback(const char *host) {
+  return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+}
+
+int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
+  char host[256] = "127.0.0.1";
+  int port = 7373;
+  if (addr && *addr) {
+    const char *colon = strrchr(addr, ':');
+    const char *h = addr, *hend = colon ? colon : addr + strlen(addr);
+    if (*h == '[') { /* [::1]:port */
+      h++;
+      if (hend > h && hend[-1] == ']') hend--;
+    }
+    if (hend - h >= (long)sizeof host) return set_err(m, MOOR_EINVAL, "address too long: %s", addr);
+    if (hend > h) {
+      memcpy(host, h, (size_t)(hend - h));
+      host[hend - h] = 0;
+    }
+    if (colon) {
+      char *end;
+      long p = strtol(colon + 1, &end, 10);
+      if (*end || p < 0 || p > 65535) return set_err(m, MOOR_EINVAL, "bad port in --listen %s", addr);
+      port = (int)p;
+    }
+  }
+  if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
+  const char *token = getenv("MOOR_API_TOKEN");
+  if (!is_loopback(host) && (!token || !*token))
+    return set_err(m, MOOR_EINVAL,
+                   "refusing to listen on %s without MOOR_API_TOKEN: set it to a long random secret "
+                   "(every /v1 request must then send 'Authorization: Bearer <token>'), or listen on 127.0.0.1",
+                   host);
+  size_t limit = m->cfg.body_limit;
+  const char *env = getenv("MOOR_BODY_LIMIT");
+  if (!limit && env && *env) limit = (size_t)strtoull(env, NULL, 10);
+  unsigned timeout = m->cfg.http_timeout_ms;
+  env = getenv("MOOR_HTTP_TIMEOUT_MS");
+  if (!timeout && env && *env) timeout = (unsigned)strtoul(env, NULL, 10);
+  moor_http_config hc = {host, port, limit, timeout, 0};
+  char err[256] = "";
+  int rc = moor_http_start(&m->loop, &hc, on_http_request, on_http_closed, m, &m->http, err, sizeof err);
+  if (rc) return set_err(m, rc, "cannot listen: %s", err);
+  char u[600];
+  snprintf(u, sizeof u, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, moor_http_port(m->http));
+  if (url && url_size) snprintf(url, url_size, "%s", u);
+  if (m->lock_fd >= 0) moor_lock_note_url(m->lock_fd, u);
+  lua_pushstring(m->L, u);
+  lua_pushboolean(m->L, !is_loopback(host));
+  return moor_call_engine(m, "serving", 2, 0);
+}
+
+static void on_check(uv_check_t *h) {
+  moor *m = h->data;
+  long long due;
+  if (engine_tick(m, &due)) {
+    fprintf(stderr, "moor: %s\n", m->err);
+    moor_stop(m);
+    return;
+  }
+  uv_timer_stop(&m->timer);
+  if (due >= 0) uv_timer_start(&m->timer, on_due, (uint64_t)due, 0);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)signum;
+  moor_stop(h->data);
+}
+
+void moor_stop(moor *m) {
+  if (!m->serving) return;
+  m->serving = 0;
+  uv_stop(&m->loop);
+}
+
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
+
+int moor_serve(moor *m) {
+  m->serving = 1;
+  uv_check_init(&m->loop, &m->check);
+  m->check.data = m;
+  uv_check_start(&m->check, on_check);
+  uv_signal_init(&m->loop, &m->sigint);
+  uv_signal_init(&m->loop, &m->sigterm);
+  m->sigint.data = m->sigterm.data = m;
+  uv_signal_start(&m->sigint, on_signal, SIGINT);
+  uv_signal_start(&m->sigterm, on_signal, SIGTERM);
+  on_check(&m->check); /* a first round before waiting */
+  if (m->serving) uv_run(&m->loop, UV_RUN_DEFAULT);
+  m->serving = 0;
+  /* Shut down: no new requests, the engine's last writes committed. */
+  if (m->http) {
+    moor_http_stop(m->http);
+    m->http = NULL;
+  }
+  uv_close((uv_handle_t *)&m->check, on_handle_closed);
+  uv_close((uv_handle_t *)&m->sigint, on_handle_closed);
+  uv_close((uv_handle_t *)&m->sigterm, on_handle_closed);
+  uv_timer_stop(&m->timer);
+  uv_run(&m->loop, UV_RUN_NOWAIT);
+  return moor_call_engine(m, "shutdown", 0, 0);
 }

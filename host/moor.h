@@ -32,7 +32,8 @@ enum {
   MOOR_EJSON = -6,    /* a value is not JSON, or text is not valid JSON */
   MOOR_ENOTFOUND = -7,/* unknown tool or run */
   MOOR_ELUA = -8,     /* a Lua error inside the engine */
-  MOOR_ETOOL = -9     /* the tool call failed (the run settled as failed) */
+  MOOR_ETOOL = -9,    /* the tool call failed (the run settled as failed) */
+  MOOR_ECONFLICT = -10 /* already answered, withdrawn or settled */
 };
 
 enum { MOOR_DURABILITY_NORMAL = 0, MOOR_DURABILITY_FULL = 1 };
@@ -44,6 +45,10 @@ typedef struct moor_config {
   int durability;         /* MOOR_DURABILITY_*; NORMAL survives a killed process */
   const char *lua_dir;    /* NULL: $MOOR_LUA_DIR, else the build's lua/ directory */
   int read_only;          /* 1: inspect only (runs, logs); takes no lock */
+  int no_input;           /* 1: runs started by moor_call have no channel for
+                           * questions: ctx.ask answers "unavailable" */
+  size_t body_limit;      /* HTTP request body limit; 0: $MOOR_BODY_LIMIT or 1 MiB */
+  unsigned http_timeout_ms; /* a started request must finish within; 0: 10 s */
 } moor_config;
 
 /* One event appended to a run's log, as it is committed. */
@@ -94,6 +99,41 @@ MOOR_API int moor_list_runs(moor *m, int as_json, char **out);
 /* A run's events, one line each, or a JSON array [{seq, op, kind, name,
  * payload, time}] when as_json. */
 MOOR_API int moor_list_events(moor *m, const char *run_id, int as_json, char **out);
+
+/* The engine's libuv loop, for an embedder that adds its own handles (the
+ * CLI reads a terminal on it while a question waits). */
+MOOR_API void *moor_loop(moor *m);
+
+/* Answer a pending question (exactly one of option_id and text). Codes:
+ * MOOR_ENOTFOUND (unknown request), MOOR_EINVAL (an option never offered,
+ * free text where it is not allowed: the question stays open), MOOR_ECONFLICT
+ * (already answered or withdrawn). */
+MOOR_API int moor_answer(moor *m, const char *request_id, const char *option_id, const char *text);
+
+/* For a terminal channel: the question as text (prompt, numbered options;
+ * caller frees *out), and an answer from a typed line (an option's number,
+ * id or label, else free text). */
+MOOR_API int moor_format_input(moor *m, const char *request_id, char **out);
+MOOR_API int moor_answer_line(moor *m, const char *request_id, const char *line);
+
+/* Cancel a run: its abort signal aborts, the op it is parked on raises
+ * moor.Cancelled, cleanup gets a 30 s grace. Works on runs not in memory
+ * (it takes effect when they resume). MOOR_ENOTFOUND, MOOR_ECONFLICT. */
+MOOR_API int moor_cancel(moor *m, const char *run_id);
+
+/* Serve the HTTP API on addr ("127.0.0.1:7373"; port 0 picks a free one).
+ * The URL it listens on is copied into url. A non-loopback address needs
+ * $MOOR_API_TOKEN (every /v1 route then wants "Authorization: Bearer ..."). */
+MOOR_API int moor_listen(moor *m, const char *addr, char *url, size_t url_size);
+
+/* Drive runs and serve HTTP until moor_stop, SIGINT or SIGTERM; then stop
+ * the server and return 0, with everything committed. */
+MOOR_API int moor_serve(moor *m);
+MOOR_API void moor_stop(moor *m);
+
+/* When a moor process that serves HTTP holds the database's lock, copy its
+ * URL into url and return 0; else MOOR_ENOTFOUND. Takes no lock. */
+MOOR_API int moor_find_server(const char *db_path, char *url, size_t url_size);
 
 /* Run busted specs inside the host (argv as busted's own). Returns the exit
  * status busted reports. */

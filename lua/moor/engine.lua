@@ -1062,6 +1062,35 @@ function M.answer(req_id, answer)
   return true
 end
 
+--- A question as text for a terminal: the prompt, then numbered options.
+function M.format_input(req_id)
+  local rows = core.query("SELECT request FROM inputs WHERE request_id=?", req_id)
+  if not rows or not rows[1] then return nil, ("unknown input request '%s'"):format(req_id) end
+  local req = decode(rows[1].request)
+  local out = { req.prompt }
+  for i, o in ipairs(req.options or {}) do
+    out[#out + 1] = ("  %d) %s [%s]%s"):format(i, o.label, o.id, o.description and (" - " .. o.description) or "")
+  end
+  local free = #(req.options or {}) == 0 or req.allowFreeform or req.display == "text"
+  out[#out + 1] = #(req.options or {}) > 0 and ("answer with a number or an option id" .. (free and ", or type text" or ""))
+    or "type your answer"
+  return table.concat(out, "\n")
+end
+
+--- Answer from a typed line: an option's number, id or label, else free text.
+function M.answer_line(req_id, line)
+  local rows = core.query("SELECT request FROM inputs WHERE request_id=?", req_id)
+  if not rows or not rows[1] then return M.answer(req_id, { text = line }) end
+  local req = decode(rows[1].request)
+  line = line:gsub("^%s+", ""):gsub("%s+$", "")
+  for i, o in ipairs(req.options or {}) do
+    if line == tostring(i) or line == o.id or line:lower() == o.label:lower() then
+      return M.answer(req_id, { optionId = o.id })
+    end
+  end
+  return M.answer(req_id, { text = line })
+end
+
 --- Pending questions: { { requestId, runId, request, created }, ... }
 function M.inputs()
   local rows = core.query("SELECT request_id, run_id, request, created FROM inputs WHERE status='pending' "
@@ -1158,6 +1187,14 @@ end
 M._subscribers = subscribers
 flush_subscribers = function(e)
   for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6]) end
+end
+
+--- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).
+function M.http_request(req) return require("moor.http").handle(req) end
+function M.http_closed(conn) return require("moor.http").closed(conn) end
+function M.serving(url)
+  M.public_url = url
+  require("moor.http").configure { url = url, token = os.getenv("MOOR_API_TOKEN") }
 end
 
 function M.run_tests(args)
