@@ -1071,8 +1071,9 @@ function M.format_input(req_id)
   for i, o in ipairs(req.options or {}) do
     out[#out + 1] = ("  %d) %s [%s]%s"):format(i, o.label, o.id, o.description and (" - " .. o.description) or "")
   end
-  local free = #(req.options or {}) == 0 or req.allowFreeform or req.display == "text"
-  out[#out + 1] = #(req.options or {}) > 0 and ("answer with a number or an option id" .. (free and ", or type text" or ""))
+  local nopts = #(req.options or {})
+  local free = nopts == 0 or req.allowFreeform or req.display == "text"
+  out[#out + 1] = nopts > 0 and ("answer with a number or an option id" .. (free and ", or type text" or ""))
     or "type your answer"
   return table.concat(out, "\n")
 end
