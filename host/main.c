@@ -151,7 +151,10 @@ static int report(moor *m, const char *run_id) {
     fprintf(stderr, "moor: run %s failed: %s\n", run_id, json);
     code = 1;
   } else {
-    fprintf(stderr, "moor: run %s is %s (nothing is due; drive it later with 'moor resume')\n",
+    fprintf(stderr,
+            "moor: run %s is %s: it waits for something outside (a question: 'moor answer REQUEST "
+            "OPTION'; a webhook or hook: 'moor dev' serves them), or a long timer; 'moor resume' or "
+            "'moor dev' drives it on\n",
             run_id, status);
     code = 1;
   }
