@@ -233,8 +233,8 @@ static int cmd_call(const opts *o) {
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
-  if ((status = load(m, o))) goto out;
   prompt_state ps = {m, "", {0}, 0};
+  if ((status = load(m, o))) goto out;
   int tty = !o->no_input && isatty(0);
   if (tty && uv_poll_init(moor_loop(m), &ps.poll, 0) == 0) {
     ps.poll.data = &ps;

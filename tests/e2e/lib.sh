@@ -4,7 +4,7 @@ set -eu
 : "${MOOR:?MOOR must name the moor binary}"
 : "${MOOR_SRC:?MOOR_SRC must name the source tree}"
 T=$(mktemp -d /tmp/moor-e2e.XXXXXX)
-trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 cp -r "$MOOR_SRC/tests/e2e/agent" "$T/agent"
 DB="$T/moor.db"
 export MOOR_DB="$DB"
