@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -326,6 +327,43 @@ static int l_http_end(lua_State *L) {
   return http_rc(L, moor_http_stream_end(m->http, (unsigned long long)luaL_checkinteger(L, 1)));
 }
 
+/* after(ms, fn): call fn once from the loop after ms (non-durable: a step's
+ * backoff between provider retries). The timer owns its callback's ref. */
+typedef struct after_timer {
+  uv_timer_t t;
+  lua_State *L;
+  int ref;
+} after_timer;
+
+static void after_closed(uv_handle_t *h) { free(h->data); }
+
+static void after_fired(uv_timer_t *t) {
+  after_timer *a = t->data;
+  lua_State *L = a->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, a->ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, a->ref);
+  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    fprintf(stderr, "moor: timer callback: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  uv_close((uv_handle_t *)t, after_closed);
+}
+
+static int l_after(lua_State *L) {
+  moor *m = self(L);
+  lua_Integer ms = luaL_checkinteger(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  after_timer *a = malloc(sizeof *a);
+  if (!a) return luaL_error(L, "out of memory");
+  a->L = L;
+  lua_pushvalue(L, 2);
+  a->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  uv_timer_init(&m->loop, &a->t);
+  a->t.data = a;
+  uv_timer_start(&a->t, after_fired, (uint64_t)(ms < 0 ? 0 : ms), 0);
+  return 0;
+}
+
 int luaopen_moor_core(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"query", l_query},   {"exec", l_exec},       {"append", l_append},
@@ -334,7 +372,7 @@ int luaopen_moor_core(lua_State *L) {
     {"listdir", l_listdir}, {"hash", l_hash},     {"random_bytes", l_random_bytes},
     {"wait", l_wait},     {"getpid", l_getpid},   {"db_path", l_db_path},
     {"http_respond", l_http_respond}, {"http_stream_start", l_http_stream_start},
-    {"http_write", l_http_write}, {"http_end", l_http_end},
+    {"http_write", l_http_write}, {"http_end", l_http_end}, {"after", l_after},
     {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_pushliteral(L, MOOR_VERSION);

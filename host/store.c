@@ -65,6 +65,11 @@ static const char *const migrations[] = {
   "  consumed INTEGER NOT NULL DEFAULT 0,"
   "  time INTEGER NOT NULL,"
   "  PRIMARY KEY (token, n)) WITHOUT ROWID;",
+
+  /* 3: child runs (a session's workflow tool calls). */
+  "ALTER TABLE runs ADD COLUMN parent_id TEXT;"
+  "ALTER TABLE runs ADD COLUMN parent_op INTEGER;"
+  "CREATE INDEX runs_parent ON runs(parent_id);",
 };
 
 static int fail(moor_store *s, int code, const char *what) {

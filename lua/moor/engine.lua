@@ -83,7 +83,10 @@ end
 ---------------------------------------------------------------------------
 -- the log
 
+local mirror -- forward: copies a child run's questions and progress to its parent
+
 local function append(r, op, kind, name, payload)
+  if r.parent_id and mirror then mirror(r, kind, name, payload) end
   local seq = r.seq + 1
   r.seq = seq
   local t = now_ms()
@@ -226,20 +229,54 @@ local function progress(r, v)
 end
 
 local exec_step
-exec_step = function(r, n, name, spec, attempt)
-  if r.settled or not r.waiters[n] then return end
-  step_info = { runId = r.id, seq = n, attempt = attempt, name = name,
-                idempotencyKey = r.id .. ":" .. n }
-  local co = co_create(spec.fn)
-  local ok, v = co_resume(co, unpack(spec.args, 1, spec.args.n))
-  -- A step may yield progress snapshots; durable ops inside a step are refused
-  -- by the op wrappers (they run as plain calls or raise).
+-- I/O inside a step (moor.fetch, a provider's backoff): the step's coroutine
+-- yields (IO, start); start(resume) begins the work and resume(...) continues
+-- the step when it is done. Not durable: a crash re-runs the whole step.
+local IO = setmetatable({}, { __name = "moor.io" })
+M.IO = IO
+M.io_inflight = 0
+
+local step_done
+
+-- Run a step's coroutine until it returns, raises, or parks on I/O.
+local function step_run(r, n, name, spec, attempt, co, info, ...)
+  step_info = info
+  local ok, v, w = co_resume(co, ...)
   while ok and co_status(co) == "suspended" do
-    if v ~= OP and not progress(r, v) then co_close(co); step_info = nil; return end
-    ok, v = co_resume(co)
+    if v == IO then
+      step_info = nil
+      local resumed = false
+      M.io_inflight = M.io_inflight + 1
+      local started, serr = pcall(w, function(...)
+        if resumed then return end
+        resumed = true
+        M.io_inflight = M.io_inflight - 1
+        if r.settled or not r.waiters[n] then co_close(co); return end
+        step_run(r, n, name, spec, attempt, co, info, ...)
+      end)
+      if not started and not resumed then
+        resumed = true
+        M.io_inflight = M.io_inflight - 1
+        step_info = info
+        ok, v, w = co_resume(co, nil, tostring(serr))
+      else
+        return
+      end
+    elseif v ~= OP and not progress(r, v) then
+      co_close(co)
+      step_info = nil
+      return
+    else
+      step_info = info
+      ok, v, w = co_resume(co)
+    end
   end
   step_info = nil
-  if r.settled then return end
+  step_done(r, n, name, spec, attempt, ok, v)
+end
+
+step_done = function(r, n, name, spec, attempt, ok, v)
+  if r.settled or not r.waiters[n] then return end
   if ok then
     local text, err, kind = encode(v, M.MAX_RESULT, "result")
     if text then return complete(r, n, "step.result", name, text) end
@@ -257,6 +294,22 @@ exec_step = function(r, n, name, spec, attempt)
   else
     complete(r, n, "step.error", name, encode({ attempt = attempt, error = e }))
   end
+end
+
+exec_step = function(r, n, name, spec, attempt)
+  if r.settled or not r.waiters[n] then return end
+  local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
+                 signal = r.ctx and r.ctx.abortSignal }
+  step_run(r, n, name, spec, attempt, co_create(spec.fn), info, unpack(spec.args, 1, spec.args.n))
+end
+
+--- Inside a step: park the step on I/O. start(resume) begins it; the step
+-- continues with what resume is given. Returns those values.
+function M.io(start)
+  if not step_info or in_body then
+    error("I/O that parks (moor.fetch) belongs in a step or a plain tool", 3)
+  end
+  return co_yield(IO, start)
 end
 
 local function fire_sleep(r, n)
@@ -506,6 +559,10 @@ local function handle_op(r, th, kind, name, spec)
   elseif kind == "hook.await" then
     r.hook_ops[n] = spec.token
     live(r, function() await_hook(r, n, spec.token) end)
+  elseif kind == "child" then
+    live(r, function() M.start_child(r, n, spec) end)
+  elseif kind == "child.await" then
+    live(r, function() M.await_child(r, n, spec.runId) end)
   else
     finish_run(r, false, errors.new("UnknownOp", "unknown op kind '" .. tostring(kind) .. "'"))
   end
@@ -557,9 +614,12 @@ end
 ---------------------------------------------------------------------------
 -- runs
 
+local notify_parent -- forward
+
 local function end_run(r, status)
   r.settled = true
   r.status = status
+  if r.parent_id then notify_parent(r) end
   for _, th in ipairs(r.threads) do
     if not th.dead and co_status(th.co) == "suspended" then co_close(th.co) end
     th.dead = true
@@ -633,6 +693,12 @@ apply_cancel = function(r)
     withdraw(r, n, false)
     local token = r.hook_ops[n]
     if token then r.hook_waiting[token] = nil end
+    for child, op in pairs(r.child_waiting) do
+      if op == n then
+        r.child_waiting[child] = nil
+        M.cancel(child) -- a cancelled parent cancels the run it waits on
+      end
+    end
     ready(th, false, errors.Cancelled("the run was cancelled"))
   end
   -- After the parked ops: the signal's questions were withdrawn above.
@@ -664,6 +730,7 @@ local function new_run(row, tool)
     recorded = {}, waiters = {}, threads = {}, versions = {},
     replay = {}, rpos = 1, nreplay = 0, deferred = {},
     asks = {}, hook_ops = {}, hook_waiting = {}, channel = row.channel or "default",
+    parent_id = row.parent_id, child_waiting = {},
     rng = (row.seed ~= 0 and row.seed or 0x9E3779B97F4A7C15),
     status = "running",
   }
@@ -687,11 +754,13 @@ end
 
 -- Log kinds that carry an op's result, and the op kind each event belongs to.
 local COMPLETIONS = { ["step.result"] = true, ["step.error"] = true, ["timer.fired"] = true,
-                      ["input.resolved"] = true, ["hook.created"] = true, ["hook.received"] = true }
+                      ["input.resolved"] = true, ["hook.created"] = true, ["hook.received"] = true,
+                      ["child.started"] = true, ["child.settled"] = true }
 local OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
                  ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
                  ["input.requested"] = "ask", ["input.resolved"] = "ask",
-                 ["hook.created"] = "hook", ["hook.received"] = "hook.await" }
+                 ["hook.created"] = "hook", ["hook.received"] = "hook.await",
+                 ["child.started"] = "child", ["child.settled"] = "child.await" }
 
 --- Events of a run as a list of { seq, op, kind, name, payload, time } tables.
 function M.events(id)
@@ -831,8 +900,12 @@ function M.tick()
   while nheap > 0 and heap[1].run.settled do heap_pop() end
   if nheap > 0 then
     local d = heap[1].due - now_ms()
-    return d > 0 and d or 0
+    if d < 0 then d = 0 end
+    if M.io_inflight > 0 and d > 1000 then d = 1000 end
+    return d
   end
+  -- Steps waiting on I/O: the loop wakes when it completes.
+  if M.io_inflight > 0 then return 1000 end
   return nil
 end
 
@@ -891,7 +964,9 @@ function M.call(name, input_json, opts)
   local tool = M.tools[name]
   if not tool then
     local names = {}
-    for k in pairs(M.tools) do names[#names + 1] = k end
+    for k in pairs(M.tools) do
+      if k:sub(1, 6) ~= "moor__" then names[#names + 1] = k end
+    end
     table.sort(names)
     return nil, ("unknown tool '%s'; this agent has: %s"):format(name,
       #names > 0 and table.concat(names, ", ") or "(no tools)"), "unknown"
@@ -907,14 +982,17 @@ function M.call(name, input_json, opts)
   local id = new_id("run_")
   local seed = string.unpack("<i8", core.random_bytes(8))
   local t = now_ms()
-  local channel = opts and opts.noInput and "none" or "default"
-  local row = { id = id, tool = name, call_id = new_id("call_"), seed = seed, started = t, channel = channel }
+  opts = opts or {}
+  local channel = opts.noInput and "none" or "default"
+  local row = { id = id, tool = name, call_id = opts.callId or new_id("call_"), seed = seed, started = t,
+                channel = channel, parent_id = opts.parent, parent_op = opts.parentOp }
   local inserted, e = core.exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,"
-    .. "updated,channel) VALUES(?,?,?,'running',?,?,?,?,?,?,?)", id, name, tool.entry, text, row.call_id,
-    tool.source_hash, seed, t, t, channel)
+    .. "updated,channel,parent_id,parent_op) VALUES(?,?,?,'running',?,?,?,?,?,?,?,?,?)", id, name, tool.entry, text,
+    row.call_id, tool.source_hash, seed, t, t, channel, opts.parent, opts.parentOp)
   if not inserted then return nil, e, "store" end
   local r = new_run(row, tool)
-  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id }))
+  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id, parentId = opts.parent }))
+  if opts.setup then opts.setup(id) end
   -- The run is durable before its id is handed out.
   local cok, cerr = core.commit()
   if not cok then return nil, cerr, "store" end
@@ -993,6 +1071,75 @@ function M.list_events(as_json, id)
       ev.op and ("op " .. ev.op) or "", ev.kind, ev.name or "", ev.payload)
   end
   return table.concat(out, "\n") .. "\n"
+end
+
+---------------------------------------------------------------------------
+-- child runs: a body starts a tool as its own run and parks until it settles
+
+function M.start_child(r, n, spec)
+  local id, err, code = M.call(spec.tool, encode(spec.input == nil and {} or spec.input),
+    { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none" })
+  if not id then
+    return complete(r, n, "child.started", spec.tool, encode({ error = { code = code, message = err } }))
+  end
+  complete(r, n, "child.started", spec.tool, encode({ runId = id }))
+end
+
+local function settled_payload(row)
+  return encode({ runId = row.id, status = row.status,
+    result = row.result and decode(row.result) or nil, error = row.error and decode(row.error) or nil })
+end
+
+function M.await_child(r, n, child_id)
+  local rows = core.query("SELECT id, status, result, error FROM runs WHERE id=?", child_id)
+  local row = rows and rows[1]
+  if not row then
+    return complete(r, n, "child.settled", "await", encode({ runId = child_id, status = "failed",
+      error = { code = "NotFound", message = "unknown run " .. tostring(child_id) } }))
+  end
+  if row.status ~= "running" then return complete(r, n, "child.settled", "await", settled_payload(row)) end
+  r.child_waiting[child_id] = n
+end
+
+notify_parent = function(child)
+  local p = runs[child.parent_id]
+  local op = p and p.child_waiting[child.id]
+  if not op then return end -- the parent looks the run up when it awaits it
+  p.child_waiting[child.id] = nil
+  local rows = core.query("SELECT id, status, result, error FROM runs WHERE id=?", child.id)
+  complete(p, op, "child.settled", "await", settled_payload(rows[1]))
+end
+
+-- A child's questions and progress also appear on its parent's stream (a
+-- session shows its tool calls' questions): as non-op events, which replay
+-- ignores, so they can be appended at any time.
+local MIRROR = { ["input.requested"] = true, ["input.resolved"] = true, ["progress"] = "action.partial" }
+mirror = function(child, kind, _, payload)
+  local m = MIRROR[kind]
+  if not m then return end
+  local p = runs[child.parent_id]
+  local out_kind = m == true and kind or m
+  local text = payload
+  if m ~= true then
+    text = ('{"callId":%s,"runId":%s,"output":%s}'):format(encode(child.call_id), encode(child.id), payload)
+  end
+  if p and not p.settled then
+    append(p, nil, out_kind, child.tool_name, text)
+  else
+    local rows = core.query("SELECT status FROM runs WHERE id=?", child.parent_id)
+    if rows[1] and rows[1].status == "running" then
+      local s2 = core.query("SELECT coalesce(max(seq), 0) AS seq FROM events WHERE run_id=?", child.parent_id)
+      append_event(child.parent_id, s2[1].seq + 1, nil, out_kind, child.tool_name, text, now_ms())
+    end
+  end
+end
+
+--- From a body: publish an event on the run's stream (a session's
+-- message.*, turn.*, action.result). Not an op: skipped while replaying.
+function M.publish(kind, payload)
+  local r = current_run
+  if not r or is_replaying(r) then return end
+  append(r, nil, kind, nil, type(payload) == "string" and payload or encode(payload))
 end
 
 ---------------------------------------------------------------------------

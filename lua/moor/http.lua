@@ -107,6 +107,8 @@ function M.closed(conn)
   end
 end
 
+local function session() return require "moor.session" end
+
 local function api_fail(_, status, code, message)
   return fail(status, code, message)
 end
@@ -144,6 +146,45 @@ local routes = {
     local ok, status, code, message = engine.answer(unescape(id), answer)
     if not ok then return api_fail(ok, status, code, message) end
     return reply(200, { requestId = unescape(id), outcome = "answered" })
+  end },
+  { "POST", "^/v1/sessions$", function(req)
+    local body = {}
+    if req.body ~= "" then
+      local err
+      body, err = decode_body(req)
+      if err then return fail(400, "bad_json", err) end
+    end
+    if type(body) ~= "table" or (body.message ~= nil and type(body.message) ~= "string") then
+      return fail(400, "bad_request", "send {} or { message = \"...\" }")
+    end
+    if not engine.tools[session().TOOL] then
+      return fail(404, "not_found", "this agent has no agent.lua, so it cannot hold sessions")
+    end
+    local id, err = session().create(body.message)
+    if not id then return fail(500, "internal", err) end
+    return reply(201, { sessionId = id })
+  end },
+  { "GET", "^/v1/sessions/([^/]+)$", function(_, id)
+    local d = session().details(id)
+    if not d then return fail(404, "not_found", ("unknown session '%s'"):format(id)) end
+    return reply(200, d)
+  end },
+  { "POST", "^/v1/sessions/([^/]+)$", function(req, id)
+    local body, err = decode_body(req)
+    if err then return fail(400, "bad_json", err) end
+    local ok, status, code, message = session().send(id, body)
+    if not ok then return api_fail(ok, status, code, message) end
+    return reply(202, { sessionId = id, accepted = true })
+  end },
+  { "GET", "^/v1/sessions/([^/]+)/stream$", function(req, id)
+    if not session().details(id) then return fail(404, "not_found", ("unknown session '%s'"):format(id)) end
+    return events_stream(req, id)
+  end },
+  { "POST", "^/v1/sessions/([^/]+)/cancel$", function(_, id)
+    if not session().details(id) then return fail(404, "not_found", ("unknown session '%s'"):format(id)) end
+    local ok, status, code, message = engine.cancel(id)
+    if not ok then return api_fail(ok, status, code, message) end
+    return reply(202, { sessionId = id, status = "cancelling" })
   end },
   { "POST", "^/v1/hooks/([^/]+)$", function(req, token)
     local payload, err = decode_body(req)

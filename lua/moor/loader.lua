@@ -121,6 +121,10 @@ function M.load(dir, engine)
     engine.register(l.name, moor._bind(l.tool, l.name, l.hash))
   end
   engine.agent = agent
+  if agent then
+    local session = require "moor.session"
+    engine.register(session.TOOL, session.tool())
+  end
   return true
 end
 

@@ -110,4 +110,34 @@ function M.events(id)
   return evs
 end
 
+--- A scripted model for an agent: model = t.script(function(turn) ... end)
+-- or t.script{ reply1, reply2, ... }. A reply is final text, or
+-- { text?, toolCalls = { { name, input, id? } } }, or { error = { code, message } }.
+function M.script(script)
+  return { kind = "scripted", script = script }
+end
+
+--- Hold a conversation with an agent definition (moor.defineAgent{...},
+-- typically with a t.script model): sends each message, drives the session
+-- until it is idle, and returns { sessionId, events, results, transcript }.
+-- results are the action.result payloads; events the whole log, decoded.
+function M.converse(agent, messages, opts)
+  local session = require "moor.session"
+  local saved = engine.agent
+  engine.agent = agent
+  if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
+  local id = opts and opts.sessionId or assert(session.create())
+  for _, m in ipairs(type(messages) == "table" and messages or { messages }) do
+    local ok, _, _, err = session.send(id, type(m) == "table" and m or { message = m })
+    if not ok then engine.agent = saved; error(err, 2) end
+    M.drive(id, opts and opts.maxWait)
+  end
+  engine.agent = saved
+  local events, results = M.events(id), {}
+  for _, e in ipairs(events) do
+    if e.kind == "action.result" then results[#results + 1] = e.payload end
+  end
+  return { sessionId = id, events = events, results = results, transcript = session.details(id).transcript }
+end
+
 return M

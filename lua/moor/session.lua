@@ -1,0 +1,283 @@
+--- Sessions: a conversation with the agent, as a durable run whose body is
+-- the turn loop below. It waits for messages on its inbox (a hook), calls the
+-- model (each call a step, recorded with its usage, so a restart never calls
+-- the model again for a finished step), runs the model's tool calls by shape
+-- (a plain tool in a step; a workflow tool as a child run the turn parks on),
+-- feeds the results back, and ends the turn on a final answer or maxSteps.
+local moor = require "moor"
+local engine = require "moor.engine"
+local core = require "moor.core"
+local json = require "moor.json"
+local schema = require "moor.schema"
+local errors = require "moor.errors"
+
+local M = {}
+
+M.TOOL = "moor__session"
+M.DEFAULT_MAX_STEPS = 20
+
+local function inbox_token(run_id) return "session-" .. run_id end
+M.inbox_token = inbox_token
+
+-- Resolve the agent's model: "provider/model", or a scripted model from
+-- moor.testing.script (a table marked kind = "scripted").
+local function resolve(model)
+  if type(model) == "table" and model.kind == "scripted" then
+    return require("moor.providers.scripted").new(model.script)
+  end
+  return require("moor.providers").resolve(model)
+end
+
+-- I/O for a provider inside the model step: non-blocking fetch and sleep on
+-- the engine's loop.
+local step_io = {
+  fetch = function(req) return moor.fetch(req) end,
+  sleep = function(ms) return engine.io(function(resume) core.after(ms, resume) end) end,
+}
+
+local callModel = moor.step("model", function(model, req)
+  local provider, err = resolve(model)
+  if not provider then error(moor.FatalError { message = err.message, providerCode = err.code }) end
+  -- A scripted model numbers its calls per session: the session's own count
+  -- (replayed state) tells it, so a restart does not renumber them.
+  if provider.calls ~= nil and req.callNumber then provider.calls = req.callNumber - 1 end
+  local res, perr = provider:complete(req, step_io)
+  if not res then
+    -- The provider already retried what can be retried.
+    error(moor.FatalError { message = perr.message, providerCode = perr.code, status = perr.status })
+  end
+  return res
+end, { retries = 0 })
+
+local function model_tools()
+  local out = json.array {}
+  local names = {}
+  for name in pairs(engine.tools) do
+    if name:sub(1, 6) ~= "moor__" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local t = engine.tools[name]
+    out[#out + 1] = { name = name, description = t.description, inputSchema = t.inputSchema }
+  end
+  return out
+end
+
+local function error_text(e)
+  if type(e) == "table" and e.message then return tostring(e.message) end
+  return tostring(e)
+end
+
+-- What the model reads for a tool's output (toModelOutput when the tool has it).
+local function model_content(tool, output)
+  if tool.toModelOutput then
+    local ok, v = pcall(tool.toModelOutput, output)
+    if ok and type(v) == "table" then
+      if v.type == "text" then return tostring(v.value) end
+      if v.type == "json" then return json.encode(v.value) end
+      if v.type == "content" then return v.value end
+    end
+  end
+  if type(output) == "string" then return output end
+  return json.encode(output == nil and json.null or output)
+end
+
+-- Run one tool call of the model by the tool's shape. Returns a tool message.
+local function run_call(call, session_id)
+  local tool = engine.tools[call.name]
+  local msg = { role = "tool", toolCallId = call.id, name = call.name }
+  if not tool or call.name:sub(1, 6) == "moor__" then
+    msg.content, msg.isError = ("unknown tool '%s'"):format(tostring(call.name)), true
+    return msg
+  end
+  local ok, verr = schema.validate(tool.inputSchema, call.input, "input")
+  if not ok then
+    msg.content, msg.isError = "input refused: " .. verr, true
+    return msg
+  end
+  local output
+  if tool.shape.suspend == "none" then
+    local execute = tool[tool.entry]
+    local ctx = { callId = call.id, toolName = call.name, session = { id = session_id } }
+    local step = moor.step("tool:" .. call.name, function(input) return execute(input, ctx) end, { retries = 0 })
+    local sok, v = pcall(step, call.input)
+    if not sok then
+      if errors.is(v, "Cancelled") then error(v, 0) end
+      msg.content, msg.isError = error_text(v), true
+    else
+      output = v
+    end
+  else
+    local sok, started = engine.op("child", call.name, { tool = call.name, input = call.input, callId = call.id })
+    if not sok then error(started, 0) end
+    if started.error then
+      msg.content, msg.isError = started.error.message, true
+    else
+      local aok, settled = engine.op("child.await", "await", { runId = started.runId })
+      if not aok then error(settled, 0) end
+      if settled.status == "completed" then
+        output = settled.result
+      else
+        msg.content = settled.error and settled.error.message or ("the tool run " .. settled.status)
+        msg.isError = true
+      end
+    end
+  end
+  if not msg.isError then msg.content = model_content(tool, output) end
+  engine.publish("action.result", { callId = call.id, toolName = call.name, output = output == nil and json.null
+    or output, isError = msg.isError or false, error = msg.isError and msg.content or nil })
+  return msg
+end
+
+local function add_usage(total, u)
+  if type(u) ~= "table" then return end
+  total.inputTokens = total.inputTokens + (math.tointeger(u.inputTokens) or 0)
+  total.outputTokens = total.outputTokens + (math.tointeger(u.outputTokens) or 0)
+end
+
+-- One turn: model steps and tool calls until a final answer or maxSteps.
+local function run_turn(agent, transcript, turn_id, session_id, counter)
+  engine.publish("turn.started", { turnId = turn_id })
+  local usage = { inputTokens = 0, outputTokens = 0 }
+  local max_steps = agent.maxSteps or M.DEFAULT_MAX_STEPS
+  local tools = model_tools()
+  for step = 1, max_steps do
+    counter.calls = counter.calls + 1
+    local ok, res = pcall(callModel, agent.model, {
+      system = agent.instructions, messages = json.array(transcript), tools = tools, callNumber = counter.calls,
+    })
+    if not ok then
+      if errors.is(res, "Cancelled") then error(res, 0) end
+      engine.publish("turn.failed", { turnId = turn_id, error = errors.normalize(res) })
+      return
+    end
+    add_usage(usage, res.usage)
+    local m = res.message or {}
+    local calls = m.toolCalls
+    transcript[#transcript + 1] = { role = "assistant", content = m.content, toolCalls = calls }
+    if type(calls) ~= "table" or #calls == 0 then
+      engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
+        usage = res.usage })
+      engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
+      return
+    end
+    for _, call in ipairs(calls) do
+      engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
+        input = call.input })
+    end
+    -- Parallel tool calls in one model step run concurrently, as branches.
+    local futures = {}
+    for i, call in ipairs(calls) do futures[i] = moor.async(run_call, call, session_id) end
+    local results = moor.all(futures)
+    for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
+  end
+  engine.publish("turn.completed", { turnId = turn_id, steps = max_steps, usage = usage,
+    reason = ("stopped after maxSteps (%d) model steps"):format(max_steps) })
+end
+
+local function session_body(_, ctx)
+  local agent = engine.agent
+  if not agent then error(moor.FatalError("this agent has no agent.lua, so it cannot hold sessions")) end
+  local inbox = moor.createHook { token = inbox_token(ctx.runId) }
+  local transcript = {}
+  local turns = 0
+  local counter = { calls = 0 }
+  for delivery in inbox:requests() do
+    if type(delivery) == "table" and type(delivery.message) == "string" then
+      turns = turns + 1
+      transcript[#transcript + 1] = { role = "user", content = delivery.message }
+      engine.publish("message.received", { role = "user", text = delivery.message })
+      run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter)
+    end
+  end
+end
+
+--- The built-in session tool (registered by the loader when agent.lua exists).
+function M.tool()
+  local tool = moor.defineWorkflowTool {
+    description = "A conversation with the agent (moor's built-in session).",
+    inputSchema = schema.object {},
+    execute = session_body,
+  }
+  return moor._bind(tool, M.TOOL, core.hash("moor.session/1"))
+end
+
+---------------------------------------------------------------------------
+-- the API's side
+
+--- Start a session; with a first message when given. Returns the session id.
+function M.create(message)
+  local id, err, code = engine.call(M.TOOL, "{}", {
+    -- The inbox exists before the body first runs, so messages sent right
+    -- away wait for it instead of getting 404.
+    setup = function(run_id)
+      core.exec("INSERT INTO hooks(token, run_id, kind, created) VALUES(?,?,'hook',?)", inbox_token(run_id),
+        run_id, core.now())
+    end,
+  })
+  if not id then return nil, err, code end
+  if message ~= nil then
+    local ok, _, _, msg = M.send(id, { message = message })
+    if not ok then return nil, msg end
+  end
+  return id
+end
+
+--- Send to a session: { message, turnPolicy? } or { inputResponses = {...} }.
+-- Returns true or nil, status, code, message.
+function M.send(id, body)
+  local run = engine.run_details(id)
+  if not run or run.tool ~= M.TOOL then return nil, 404, "not_found", ("unknown session '%s'"):format(id) end
+  if type(body) ~= "table" then return nil, 400, "bad_request", "send a JSON object" end
+  local has_msg, has_resp = body.message ~= nil, body.inputResponses ~= nil
+  if has_msg == has_resp then
+    return nil, 400, "bad_request", "send exactly one of message or inputResponses"
+  end
+  if has_msg then
+    if type(body.message) ~= "string" or body.message == "" then
+      return nil, 400, "bad_request", "message must be a non-empty string"
+    end
+    local policy = body.turnPolicy or "steer"
+    if policy ~= "steer" and policy ~= "queue" then
+      return nil, 400, "bad_request", "turnPolicy must be \"steer\" or \"queue\""
+    end
+    local kind, status, code, msg = engine.deliver(inbox_token(id), { message = body.message, turnPolicy = policy })
+    if not kind then return nil, status, code, msg end
+    return true
+  end
+  if type(body.inputResponses) ~= "table" or #body.inputResponses == 0 then
+    return nil, 400, "bad_request", "inputResponses must be a non-empty list of { requestId, optionId? , text? }"
+  end
+  for _, r in ipairs(body.inputResponses) do
+    if type(r) ~= "table" or type(r.requestId) ~= "string" then
+      return nil, 400, "bad_request", "each input response needs a requestId"
+    end
+    local ok, status, code, msg = engine.answer(r.requestId, { optionId = r.optionId, text = r.text })
+    if not ok then return nil, status, code, msg end
+  end
+  return true
+end
+
+--- A session's state and transcript, from its event log.
+function M.details(id)
+  local run = engine.run_details(id)
+  if not run or run.tool ~= M.TOOL then return nil end
+  local transcript = json.array {}
+  local state = "idle"
+  for _, ev in ipairs(engine.events(id)) do
+    local k = ev.kind
+    if k == "message.received" or k == "message.completed" then
+      local p = json.decode(ev.payload)
+      transcript[#transcript + 1] = { role = p.role, text = p.text, turnId = p.turnId }
+    elseif k == "turn.started" then
+      state = "running"
+    elseif k == "turn.completed" or k == "turn.failed" then
+      state = "idle"
+    end
+  end
+  if run.status ~= "running" then state = run.status end
+  return { id = id, state = state, status = run.status, transcript = transcript, started = run.started,
+           updated = run.updated }
+end
+
+return M

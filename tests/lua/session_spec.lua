@@ -1,0 +1,163 @@
+-- Sessions: the durable turn loop with a scripted model (moor.testing.script).
+local moor = require "moor"
+local engine = require "moor.engine"
+local t = moor.testing
+local s = moor.schema
+
+local function kinds(events, kind)
+  local out = {}
+  for _, e in ipairs(events) do
+    if e.kind == kind then out[#out + 1] = e.payload end
+  end
+  return out
+end
+
+local function register(name, tool)
+  moor._bind(tool, name, "spec")
+  engine.register(name, tool)
+  return tool
+end
+
+register("add", moor.defineTool {
+  description = "Add two integers.",
+  inputSchema = s.object { a = s.integer(), b = s.integer() },
+  execute = function(input) return { sum = input.a + input.b } end,
+})
+
+register("explode", moor.defineTool {
+  description = "Always fails.",
+  inputSchema = s.object {},
+  execute = function() error(moor.FatalError("the tool broke")) end,
+})
+
+local slow_calls = 0
+register("slow_double", moor.defineWorkflowTool {
+  description = "Double a number after a short durable sleep.",
+  inputSchema = s.object { n = s.integer() },
+  execute = function(input)
+    moor.sleep("20ms")
+    slow_calls = slow_calls + 1
+    return { doubled = input.n * 2 }
+  end,
+})
+
+describe("sessions", function()
+  it("answers with the model's final text and records the model step with its usage", function()
+    local agent = moor.defineAgent { model = t.script { "Hello there." }, instructions = "Be brief." }
+    local c = t.converse(agent, { "hi" })
+    assert.are.same({ { role = "user", text = "hi" },
+      { role = "assistant", text = "Hello there.", turnId = "turn_1" } }, c.transcript)
+    local model_steps = kinds(c.events, "step.result")
+    assert.are.equal(1, #model_steps)
+    assert.is_table(model_steps[1].usage)
+    assert.are.equal(1, #kinds(c.events, "turn.completed"))
+  end)
+
+  it("runs a plain tool call in a step and feeds the result back", function()
+    local seen
+    local agent = moor.defineAgent {
+      instructions = "x",
+      model = t.script(function(turn)
+        if turn.n == 1 then return { toolCalls = { { name = "add", input = { a = 2, b = 3 } } } } end
+        seen = turn.messages[#turn.messages]
+        return "The sum is 5."
+      end),
+    }
+    local c = t.converse(agent, { "add 2 and 3" })
+    assert.are.equal("tool", seen.role)
+    assert.are.equal('{"sum":5}', seen.content)
+    assert.are.same({ sum = 5 }, c.results[1].output)
+    assert.are.equal("The sum is 5.", c.transcript[2].text)
+  end)
+
+  it("runs workflow tools as child runs, parallel calls concurrently", function()
+    slow_calls = 0
+    local agent = moor.defineAgent {
+      instructions = "x",
+      model = t.script(function(turn)
+        if turn.n == 1 then
+          return { toolCalls = { { name = "slow_double", input = { n = 1 } },
+                                 { name = "slow_double", input = { n = 2 } } } }
+        end
+        return "done"
+      end),
+    }
+    local c = t.converse(agent, { "double 1 and 2" })
+    assert.are.equal(2, slow_calls)
+    assert.are.same({ doubled = 2 }, c.results[1].output)
+    assert.are.same({ doubled = 4 }, c.results[2].output)
+    -- both children were started before either finished
+    local started = 0
+    for _, e in ipairs(c.events) do
+      if e.kind == "child.started" then started = started + 1 end
+      if e.kind == "child.settled" then break end
+    end
+    assert.are.equal(2, started)
+  end)
+
+  it("gives a tool's failure and refused input back to the model as tool errors", function()
+    local errs = {}
+    local agent = moor.defineAgent {
+      instructions = "x",
+      model = t.script(function(turn)
+        if turn.n == 1 then
+          return { toolCalls = { { name = "explode", input = {} }, { name = "add", input = { a = "x", b = 1 } },
+                                 { name = "nope", input = {} } } }
+        end
+        for _, m in ipairs(turn.messages) do
+          if m.role == "tool" then errs[#errs + 1] = { m.isError, m.content } end
+        end
+        return "sorry"
+      end),
+    }
+    t.converse(agent, { "go" })
+    assert.are.same({ true, "the tool broke" }, errs[1])
+    assert.is_true(errs[2][1])
+    assert.truthy(errs[2][2]:find("input refused: a: must be an integer", 1, true), errs[2][2])
+    assert.are.same({ true, "unknown tool 'nope'" }, errs[3])
+  end)
+
+  it("stops a turn after maxSteps", function()
+    local agent = moor.defineAgent {
+      instructions = "x", maxSteps = 2,
+      model = t.script(function() return { toolCalls = { { name = "add", input = { a = 1, b = 1 } } } } end),
+    }
+    local c = t.converse(agent, { "loop" })
+    local done = kinds(c.events, "turn.completed")[1]
+    assert.are.equal(2, done.steps)
+    assert.truthy(done.reason:find("maxSteps", 1, true))
+  end)
+
+  it("reports a model error as a failed turn and keeps the session open", function()
+    local agent = moor.defineAgent {
+      instructions = "x",
+      model = t.script(function(turn)
+        if turn.n == 1 then return { error = { code = "server_error", message = "upstream broke" } } end
+        return "recovered"
+      end),
+    }
+    local c = t.converse(agent, { "one", "two" })
+    local failed = kinds(c.events, "turn.failed")
+    assert.are.equal(1, #failed)
+    assert.truthy(failed[1].error.message:find("upstream broke", 1, true))
+    assert.are.equal("recovered", c.transcript[#c.transcript].text)
+  end)
+
+  it("does not call the model again for a recorded step after a restart", function()
+    local calls = 0
+    local agent = moor.defineAgent {
+      instructions = "x",
+      model = t.script(function(turn)
+        calls = calls + 1
+        if turn.n == 1 then return { toolCalls = { { name = "slow_double", input = { n = 5 } } } } end
+        return "ten"
+      end),
+    }
+    local c = t.converse(agent, { "double five" })
+    assert.are.equal(2, calls)
+    engine.agent = agent
+    t.restart(c.sessionId) -- replay the whole conversation from the log
+    engine.agent = nil
+    assert.are.equal(2, calls)
+  end)
+end)
