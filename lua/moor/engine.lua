@@ -1176,6 +1176,14 @@ function M.answer(req_id, answer)
     return api_error(400, "bad_request", "answer with exactly one of optionId or text")
   end
   local req = decode(row.request)
+  -- An approval is bound to its call: an answer that names another call or
+  -- input (a stale or replayed approval) is refused.
+  local ap = req.approval
+  if ap and (answer.callId ~= nil and answer.callId ~= ap.callId
+             or answer.inputHash ~= nil and answer.inputHash ~= ap.inputHash) then
+    return api_error(409, "approval_mismatch", ("'%s' approves call %s (%s) with input hash %s, not call %s")
+      :format(req_id, ap.callId, ap.toolName, ap.inputHash, tostring(answer.callId)))
+  end
   local options = type(req.options) == "table" and req.options or {}
   if option ~= nil then
     local found, ids = false, {}

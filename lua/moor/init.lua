@@ -89,6 +89,10 @@ local function check_common(kind, def)
   if def.toModelOutput ~= nil and type(def.toModelOutput) ~= "function" then
     def_error("toModelOutput must be a function", 3)
   end
+  local a = def.approval
+  if a ~= nil and type(a) ~= "function" and not (type(a) == "table" and a.kind == "approval") then
+    def_error("approval must be moor.approval.always(), once(), never() or a policy function", 3)
+  end
   return entry
 end
 
@@ -428,6 +432,45 @@ function M.resumeHook(token, payload)
   if not kind then error(errors.new(status == 404 and "HookNotFound" or "HookError", message), 2) end
   return true
 end
+
+---------------------------------------------------------------------------
+-- approvals and what the model sees (seed 002)
+
+--- approval = moor.approval.always() | once() | never() | function(call) -> boolean,
+-- where call = { toolName, toolInput, callId, sessionId }. A gated call asks a
+-- person (approve / deny) before it runs; once() remembers an approval for
+-- the session.
+M.approval = {
+  always = function() return { kind = "approval", mode = "always" } end,
+  once = function() return { kind = "approval", mode = "once" } end,
+  never = function() return { kind = "approval", mode = "never" } end,
+}
+
+--- toModelOutput builders: { type = "text", value }, { type = "json", value },
+-- { type = "content", value = parts }.
+M.toolOutput = {
+  text = function(v) return { type = "text", value = tostring(v) } end,
+  json = function(v) return { type = "json", value = v } end,
+  content = function(parts)
+    if type(parts) ~= "table" then error("toolOutput.content takes a list of parts", 2) end
+    return { type = "content", value = json.array(parts) }
+  end,
+}
+
+M.toolOutputPart = {
+  text = function(text) return { type = "text", text = tostring(text) } end,
+  --- file(base64, { mediaType }): raw bytes are refused; they do not survive
+  -- the durable JSON boundary.
+  file = function(data, opts)
+    if type(data) ~= "string" or data:find("[^A-Za-z0-9+/=\r\n]") then
+      error("toolOutputPart.file: data must be a base64 string; raw bytes are refused (encode them first)", 2)
+    end
+    if type(opts) ~= "table" or type(opts.mediaType) ~= "string" then
+      error("toolOutputPart.file: pass { mediaType = \"image/png\" }", 2)
+    end
+    return { type = "file", data = data, mediaType = opts.mediaType }
+  end,
+}
 
 --- pairs in a stable (sorted-key) order: Lua's pairs order differs between
 -- processes, so a body that makes ops while iterating must use this.

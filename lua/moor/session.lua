@@ -68,22 +68,72 @@ local function error_text(e)
   return tostring(e)
 end
 
--- What the model reads for a tool's output (toModelOutput when the tool has it).
+M.CONTENT_WARN_BYTES = 3 * 1024 * 1024
+
+-- What the model reads for a tool's output (toModelOutput when the tool has
+-- it): text, JSON text, or content parts. Hooks and the event stream always
+-- get the full output.
 local function model_content(tool, output)
   if tool.toModelOutput then
     local ok, v = pcall(tool.toModelOutput, output)
-    if ok and type(v) == "table" then
-      if v.type == "text" then return tostring(v.value) end
-      if v.type == "json" then return json.encode(v.value) end
-      if v.type == "content" then return v.value end
+    if not ok then return nil, "toModelOutput failed: " .. error_text(v) end
+    if type(v) ~= "table" then return nil, "toModelOutput must return moor.toolOutput.text/json/content(...)" end
+    if v.type == "text" then return tostring(v.value) end
+    if v.type == "json" then
+      local text, err = json.encode(v.value)
+      if not text then return nil, "toModelOutput json: " .. err end
+      return text
     end
+    if v.type == "content" then
+      local size = #(json.encode(v.value) or "")
+      if size > M.CONTENT_WARN_BYTES then
+        engine.publish("warning", { message = ("tool '%s' sent %d bytes of content parts to the model (over 3 MiB)")
+          :format(tool.name or "?", size) })
+      end
+      return v.value
+    end
+    return nil, "toModelOutput returned an unknown type: " .. tostring(v.type)
   end
   if type(output) == "string" then return output end
   return json.encode(output == nil and json.null or output)
 end
 
+local APPROVE_OPTIONS = {
+  { id = "approve", label = "Approve", style = "primary" },
+  { id = "deny", label = "Deny", style = "danger" },
+}
+
+-- Does this call need a person's approval before it runs?
+local function needs_approval(tool, call, state, session_id)
+  local a = tool.approval
+  if a == nil then return false end
+  if type(a) == "function" then
+    local ok, v = pcall(a, { toolName = call.name, toolInput = call.input, callId = call.id, sessionId = session_id })
+    return not ok or v == true -- a policy that fails gates the call
+  end
+  if a.mode == "never" then return false end
+  if a.mode == "once" and state.approved[call.name] then return false end
+  return true
+end
+
+-- Ask for approval of one call, bound to its call id and a hash of its input.
+local function approve(tool, call, state)
+  local request = {
+    prompt = ("Allow %s?\n\n%s"):format(call.name, json.encode(call.input)),
+    display = "confirmation",
+    options = json.array(APPROVE_OPTIONS),
+    approval = { callId = call.id, toolName = call.name, inputHash = core.hash(json.encode(call.input)),
+                 input = call.input },
+  }
+  local ok, answer = engine.op("ask", "ask", { request = request, signals = {} })
+  if not ok then error(answer, 0) end
+  local approved = answer.status == "answered" and answer.optionId == "approve"
+  if approved and tool.approval and tool.approval.mode == "once" then state.approved[call.name] = true end
+  return approved
+end
+
 -- Run one tool call of the model by the tool's shape. Returns a tool message.
-local function run_call(call, session_id)
+local function run_call(call, session_id, state)
   local tool = engine.tools[call.name]
   local msg = { role = "tool", toolCallId = call.id, name = call.name }
   if not tool or call.name:sub(1, 6) == "moor__" then
@@ -93,6 +143,12 @@ local function run_call(call, session_id)
   local ok, verr = schema.validate(tool.inputSchema, call.input, "input")
   if not ok then
     msg.content, msg.isError = "input refused: " .. verr, true
+    return msg
+  end
+  if needs_approval(tool, call, state, session_id) and not approve(tool, call, state) then
+    msg.content, msg.isError = ("The user denied this call to %s; it did not run."):format(call.name), true
+    engine.publish("action.result", { callId = call.id, toolName = call.name, output = json.null, isError = true,
+      denied = true, error = msg.content })
     return msg
   end
   local output
@@ -123,7 +179,10 @@ local function run_call(call, session_id)
       end
     end
   end
-  if not msg.isError then msg.content = model_content(tool, output) end
+  if not msg.isError then
+    local content, cerr = model_content(tool, output)
+    if content == nil then msg.content, msg.isError = cerr, true else msg.content = content end
+  end
   engine.publish("action.result", { callId = call.id, toolName = call.name, output = output == nil and json.null
     or output, isError = msg.isError or false, error = msg.isError and msg.content or nil })
   return msg
@@ -136,7 +195,7 @@ local function add_usage(total, u)
 end
 
 -- One turn: model steps and tool calls until a final answer or maxSteps.
-local function run_turn(agent, transcript, turn_id, session_id, counter)
+local function run_turn(agent, transcript, turn_id, session_id, counter, state)
   engine.publish("turn.started", { turnId = turn_id })
   local usage = { inputTokens = 0, outputTokens = 0 }
   local max_steps = agent.maxSteps or M.DEFAULT_MAX_STEPS
@@ -167,7 +226,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter)
     end
     -- Parallel tool calls in one model step run concurrently, as branches.
     local futures = {}
-    for i, call in ipairs(calls) do futures[i] = moor.async(run_call, call, session_id) end
+    for i, call in ipairs(calls) do futures[i] = moor.async(run_call, call, session_id, state) end
     local results = moor.all(futures)
     for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
   end
@@ -182,12 +241,13 @@ local function session_body(_, ctx)
   local transcript = {}
   local turns = 0
   local counter = { calls = 0 }
+  local state = { approved = {} } -- once() approvals, per session
   for delivery in inbox:requests() do
     if type(delivery) == "table" and type(delivery.message) == "string" then
       turns = turns + 1
       transcript[#transcript + 1] = { role = "user", content = delivery.message }
       engine.publish("message.received", { role = "user", text = delivery.message })
-      run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter)
+      run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state)
     end
   end
 end
@@ -252,7 +312,8 @@ function M.send(id, body)
     if type(r) ~= "table" or type(r.requestId) ~= "string" then
       return nil, 400, "bad_request", "each input response needs a requestId"
     end
-    local ok, status, code, msg = engine.answer(r.requestId, { optionId = r.optionId, text = r.text })
+    local ok, status, code, msg = engine.answer(r.requestId, { optionId = r.optionId, text = r.text,
+      callId = r.callId, inputHash = r.inputHash })
     if not ok then return nil, status, code, msg end
   end
   return true

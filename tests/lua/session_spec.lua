@@ -160,4 +160,122 @@ describe("sessions", function()
     engine.agent = nil
     assert.are.equal(2, calls)
   end)
+
+  describe("approvals", function()
+    local ran = 0
+    local function gated(name, approval)
+      register(name, moor.defineTool {
+        description = "A gated tool.",
+        inputSchema = s.object { amount = s.integer() },
+        approval = approval,
+        execute = function(input) ran = ran + 1; return { charged = input.amount } end,
+      })
+    end
+    gated("charge_always", moor.approval.always())
+    gated("charge_once", moor.approval.once())
+    gated("charge_never", moor.approval.never())
+    gated("charge_policy", function(call) return call.toolInput.amount > 100 end)
+
+    local function agent_calling(calls)
+      return moor.defineAgent {
+        instructions = "x",
+        model = t.script(function(turn)
+          local c = calls[turn.n]
+          if c then return { toolCalls = { c } } end
+          return "done"
+        end),
+      }
+    end
+
+    local function answer_all(id, option, extra)
+      local n = 0
+      for _, q in ipairs(t.inputs(id)) do
+        local a = { optionId = option }
+        for k, v in pairs(extra or {}) do a[k] = v end
+        assert.is_true(t.answer(q.requestId, a))
+        n = n + 1
+      end
+      t.drive(id)
+      return n
+    end
+
+    it("always(): asks before the call runs; approve runs it, deny returns a denial", function()
+      ran = 0
+      local c = t.converse(agent_calling { { name = "charge_always", input = { amount = 5 } },
+                                           { name = "charge_always", input = { amount = 6 } } }, { "charge" })
+      local q = t.inputs(c.sessionId)
+      assert.are.equal(1, #q)
+      assert.are.equal("charge_always", q[1].request.approval.toolName)
+      assert.are.equal(0, ran)
+      assert.are.equal(1, answer_all(c.sessionId, "approve"))
+      assert.are.equal(1, ran)
+      assert.are.equal(1, answer_all(c.sessionId, "deny"))
+      assert.are.equal(1, ran)
+      local results = {}
+      for _, e in ipairs(t.events(c.sessionId)) do
+        if e.kind == "action.result" then results[#results + 1] = e.payload end
+      end
+      assert.are.same({ charged = 5 }, results[1].output)
+      assert.is_true(results[2].denied)
+    end)
+
+    it("once(): a second call in the session does not ask again", function()
+      ran = 0
+      local c = t.converse(agent_calling { { name = "charge_once", input = { amount = 1 } },
+                                           { name = "charge_once", input = { amount = 2 } } }, { "go" })
+      assert.are.equal(1, answer_all(c.sessionId, "approve"))
+      assert.are.equal(0, #t.inputs(c.sessionId))
+      assert.are.equal(2, ran)
+    end)
+
+    it("never() and a policy that declines run without asking; the policy asks above its limit", function()
+      ran = 0
+      t.converse(agent_calling { { name = "charge_never", input = { amount = 1 } },
+                                 { name = "charge_policy", input = { amount = 50 } } }, { "go" })
+      assert.are.equal(2, ran)
+      local c = t.converse(agent_calling { { name = "charge_policy", input = { amount = 500 } } }, { "go" })
+      assert.are.equal(1, #t.inputs(c.sessionId))
+    end)
+
+    it("refuses an approval answer that names a different call", function()
+      local c = t.converse(agent_calling { { id = "call_A", name = "charge_always", input = { amount = 9 } } },
+        { "go" })
+      local q = t.inputs(c.sessionId)[1]
+      local ok, status, code = t.answer(q.requestId, { optionId = "approve", callId = "call_OTHER" })
+      assert.is_nil(ok)
+      assert.are.equal(409, status)
+      assert.are.equal("approval_mismatch", code)
+      local _, status2 = t.answer(q.requestId, { optionId = "approve", callId = "call_A", inputHash = "bogus" })
+      assert.are.equal(409, status2)
+      assert.is_true(t.answer(q.requestId, { optionId = "approve", callId = "call_A",
+        inputHash = q.request.approval.inputHash }))
+    end)
+  end)
+
+  it("shows the model toModelOutput's projection while action.result carries the full output", function()
+    register("shot", moor.defineTool {
+      description = "Screenshot.",
+      inputSchema = s.object {},
+      execute = function() return { path = "/tmp/x.png", base64 = "iVBORw0KGgo=" } end,
+      toModelOutput = function(out)
+        return moor.toolOutput.content {
+          moor.toolOutputPart.text("Screenshot of " .. out.path),
+          moor.toolOutputPart.file(out.base64, { mediaType = "image/png" }),
+        }
+      end,
+    })
+    local seen
+    local c = t.converse(moor.defineAgent {
+      instructions = "x",
+      model = t.script(function(turn)
+        if turn.n == 1 then return { toolCalls = { { name = "shot", input = {} } } } end
+        seen = turn.messages[#turn.messages].content
+        return "nice"
+      end),
+    }, { "look" })
+    assert.are.equal("text", seen[1].type)
+    assert.are.same({ type = "file", data = "iVBORw0KGgo=", mediaType = "image/png" }, seen[2])
+    assert.are.equal("/tmp/x.png", c.results[1].output.path)
+    assert.has_error(function() moor.toolOutputPart.file("\0\1raw", { mediaType = "image/png" }) end)
+  end)
 end)
