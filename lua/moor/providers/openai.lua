@@ -1,0 +1,249 @@
+--- moor.providers.openai: an OpenAI-compatible Chat Completions client (OpenAI, llama.cpp's
+-- server, vLLM, Ollama, ...). POST {OPENAI_BASE_URL}/chat/completions; the base URL includes
+-- the /v1, as OpenAI's SDKs take it. With no OPENAI_API_KEY the request goes without auth.
+local providers = require "moor.providers"
+
+local M = {}
+
+local DEFAULT_BASE = "https://api.openai.com/v1"
+local NAME = "openai"
+
+local function is_image(media_type)
+  return tostring(media_type or ""):lower():match("^image/") ~= nil
+end
+
+local function data_url(part)
+  return ("data:%s;base64,%s"):format(tostring(part.mediaType), tostring(part.data or ""))
+end
+
+-- A user message's content: a string, or a list of text and image_url parts.
+local function user_content(json, content)
+  if type(content) ~= "table" then return content == nil and "" or tostring(content) end
+  local parts = {}
+  for _, part in ipairs(content) do
+    if part.type == "text" then
+      parts[#parts + 1] = { type = "text", text = tostring(part.text or "") }
+    elseif part.type == "file" and is_image(part.mediaType) then
+      parts[#parts + 1] = { type = "image_url", image_url = { url = data_url(part) } }
+    elseif part.type == "file" then
+      parts[#parts + 1] = { type = "text", text = providers.file_as_text(part) }
+    end
+  end
+  return json.array(parts)
+end
+
+-- A tool message's text, and its image parts (Chat Completions takes images only in user
+-- messages: they follow the run of tool messages in one user message).
+local function tool_content(content, images, m)
+  if type(content) ~= "table" then return content == nil and "" or tostring(content) end
+  local texts = {}
+  for _, part in ipairs(content) do
+    if part.type == "text" then
+      texts[#texts + 1] = tostring(part.text or "")
+    elseif part.type == "file" and is_image(part.mediaType) then
+      texts[#texts + 1] = ("[image %s: attached in the next message]"):format(tostring(part.mediaType))
+      images[#images + 1] = { type = "text", text = ("[image from tool %s (%s)]"):format(
+        tostring(m.name or "?"), tostring(m.toolCallId or "?")) }
+      images[#images + 1] = { type = "image_url", image_url = { url = data_url(part) } }
+    elseif part.type == "file" then
+      texts[#texts + 1] = providers.file_as_text(part)
+    end
+  end
+  return table.concat(texts, "\n")
+end
+
+--- The Chat Completions request body (a table) for a normalized request. nil, err when a
+-- value cannot be sent (a tool input that is not JSON).
+function M.build_body(req, opts)
+  local json = providers.json()
+  opts = opts or {}
+  local messages = {}
+  if req.system ~= nil and req.system ~= "" then
+    messages[1] = { role = "system", content = tostring(req.system) }
+  end
+  local images = {}
+  local function flush_images()
+    if #images > 0 then
+      messages[#messages + 1] = { role = "user", content = json.array(images) }
+      images = {}
+    end
+  end
+  for i, m in ipairs(req.messages or {}) do
+    if m.role ~= "tool" then flush_images() end
+    if m.role == "user" then
+      messages[#messages + 1] = { role = "user", content = user_content(json, m.content) }
+    elseif m.role == "system" then
+      messages[#messages + 1] = { role = "system", content = providers.content_text(m.content) or "" }
+    elseif m.role == "assistant" then
+      local out = { role = "assistant", content = providers.content_text(m.content) }
+      if out.content == nil or (out.content == "" and m.toolCalls and #m.toolCalls > 0) then
+        out.content = json.null
+      end
+      if m.toolCalls and #m.toolCalls > 0 then
+        local calls = {}
+        for j, call in ipairs(m.toolCalls) do
+          local args, err = json.encode(call.input == nil and {} or call.input)
+          if not args then
+            return nil, providers.fail("bad_request",
+              ("openai: messages[%d].toolCalls[%d] (%s): input is not JSON: %s"):format(
+                i, j, tostring(call.name), tostring(err)))
+          end
+          calls[j] = { id = call.id, type = "function",
+                       ["function"] = { name = call.name, arguments = args } }
+        end
+        out.tool_calls = json.array(calls)
+      end
+      messages[#messages + 1] = out
+    elseif m.role == "tool" then
+      messages[#messages + 1] = { role = "tool", tool_call_id = m.toolCallId,
+                                  content = tool_content(m.content, images, m) }
+    else
+      return nil, providers.fail("bad_request",
+        ("openai: messages[%d] has role %s (expected user, assistant or tool)"):format(i, tostring(m.role)))
+    end
+  end
+  flush_images()
+
+  local body = { model = req.model, messages = json.array(messages) }
+  if req.tools and #req.tools > 0 then
+    local tools = {}
+    for j, t in ipairs(req.tools) do
+      tools[j] = { type = "function", ["function"] = {
+        name = t.name, description = t.description,
+        parameters = t.inputSchema or { type = "object", properties = {} } } }
+    end
+    body.tools = json.array(tools)
+  end
+  if req.outputSchema ~= nil then
+    local schema = providers.object_schema(req.outputSchema)
+    body.response_format = { type = "json_schema",
+                             json_schema = { name = "output", schema = schema, strict = false } }
+  end
+  if req.maxTokens then
+    -- OpenAI's own API refuses max_tokens for its newer models; compatible servers know max_tokens
+    if opts.official then body.max_completion_tokens = req.maxTokens
+    else body.max_tokens = req.maxTokens end
+  end
+  return body
+end
+
+local function bad(base, what, body)
+  return nil, providers.fail("bad_response", ("openai: the server at %s answered 200 but %s (a Chat Completions"
+    .. " response was expected): %s"):format(providers.display_url(base), what, providers.excerpt(body)),
+    { status = 200 })
+end
+
+--- Parse a decoded Chat Completions response into moor's answer. raw is the body text.
+function M.parse(v, raw, req, base)
+  local json = providers.json()
+  local choice = type(v.choices) == "table" and v.choices[1]
+  if type(choice) ~= "table" or type(choice.message) ~= "table" then
+    if type(v.error) == "table" and type(v.error.message) == "string" then
+      return nil, providers.fail("server_error", "openai: the server answered 200 with an error: "
+        .. providers.excerpt(v.error.message, 500), { status = 200, retryable = true })
+    end
+    return bad(base, "its reply has no choices[1].message", raw)
+  end
+  local msg = choice.message
+  local content = msg.content
+  if content == json.null then content = nil end
+  if type(content) == "table" then content = providers.content_text(content) end
+  if content ~= nil and type(content) ~= "string" then
+    return bad(base, "choices[1].message.content is neither text nor null", raw)
+  end
+  if content == "" then content = nil end
+
+  local calls
+  if type(msg.tool_calls) == "table" and #msg.tool_calls > 0 then
+    calls = {}
+    for i, c in ipairs(msg.tool_calls) do
+      local fn = type(c) == "table" and c["function"]
+      if type(fn) ~= "table" or type(fn.name) ~= "string" then
+        return bad(base, ("tool_calls[%d] has no function name"):format(i), raw)
+      end
+      local input = fn.arguments
+      if input == nil or input == json.null or input == "" then
+        input = {}
+      elseif type(input) == "string" then
+        local decoded, derr = json.decode(input)
+        if type(decoded) ~= "table" then
+          return nil, providers.fail("bad_response", ("openai: the model called tool '%s' with arguments that"
+            .. " are not a JSON object (%s): %s"):format(fn.name, derr or "not an object", providers.excerpt(input)))
+        end
+        input = decoded
+      elseif type(input) ~= "table" then
+        return nil, providers.fail("bad_response", ("openai: the model called tool '%s' with arguments that"
+          .. " are not a JSON object"):format(fn.name))
+      end
+      local id = c.id
+      if type(id) ~= "string" or id == "" then id = ("call_%d"):format(i) end
+      calls[i] = { id = id, name = fn.name, input = input }
+    end
+  end
+
+  -- a wrapped (non-object) output schema: unwrap { "value": ... }
+  if content and req.outputSchema ~= nil and not calls then
+    local _, wrapped = providers.object_schema(req.outputSchema)
+    if wrapped then
+      local d = json.decode(content)
+      if type(d) == "table" and d.value ~= nil then
+        content = json.encode(d.value) or content
+      end
+    end
+  end
+
+  local usage = type(v.usage) == "table" and v.usage or {}
+  local finish = choice.finish_reason
+  if finish == json.null or type(finish) ~= "string" then finish = calls and "tool_calls" or "stop" end
+  return {
+    message = { role = "assistant", content = content, toolCalls = calls },
+    usage = { inputTokens = math.tointeger(usage.prompt_tokens) or 0,
+              outputTokens = math.tointeger(usage.completion_tokens) or 0 },
+    finishReason = finish,
+    model = type(v.model) == "string" and v.model or req.model,
+  }
+end
+
+--- A provider for model (the part after "openai/"); env(name) reads the environment.
+function M.new(model, env)
+  local base = env("OPENAI_BASE_URL")
+  if base == nil or base == "" then base = DEFAULT_BASE end
+  base = base:gsub("/+$", "")
+  local key = env("OPENAI_API_KEY")
+  if key == "" then key = nil end
+  local official = base:match("^https?://api%.openai%.com[:/]") ~= nil
+    or base:match("^https?://api%.openai%.com$") ~= nil
+
+  local p = { name = NAME, model = model, baseUrl = providers.display_url(base) }
+
+  function p.complete(_, req, io)
+    req = req or {}
+    local json = providers.json()
+    local r = setmetatable({ model = req.model or model }, { __index = req })
+    local body, err = M.build_body(r, { official = official })
+    if not body then return nil, err end
+    local text, eerr = json.encode(body)
+    if not text then
+      return nil, providers.fail("bad_request", "openai: the request is not JSON: " .. tostring(eerr))
+    end
+    local headers = { ["Content-Type"] = "application/json", ["Accept"] = "application/json" }
+    if key then headers["Authorization"] = "Bearer " .. key end
+    local v, resp_or_err = providers.send(io, {
+      provider = NAME, url = base .. "/chat/completions", base_url = base, headers = headers,
+      body = text, timeout = providers.timeout_ms(req.timeout), secret = key,
+      key_env = "OPENAI_API_KEY", base_env = "OPENAI_BASE_URL", key_set = key ~= nil,
+      expected = "a Chat Completions response with choices[1].message",
+    })
+    if not v then return nil, resp_or_err end
+    local answer, perr = M.parse(v, resp_or_err.body, r, base)
+    if not answer then
+      perr.message = providers.redact(perr.message, key)
+      return nil, perr
+    end
+    return answer
+  end
+
+  return p
+end
+
+return M
