@@ -620,6 +620,11 @@ local function end_run(r, status)
   r.settled = true
   r.status = status
   if r.parent_id then notify_parent(r) end
+  -- A run that ends takes the runs it started with it (an agent's session).
+  if status ~= "running" then -- (running: dropped from memory to be replayed, not ended)
+    local kids = core.query("SELECT id FROM runs WHERE parent_id=? AND status='running'", r.id)
+    for _, k in ipairs(kids or {}) do M.cancel(k.id) end
+  end
   for _, th in ipairs(r.threads) do
     if not th.dead and co_status(th.co) == "suspended" then co_close(th.co) end
     th.dead = true
@@ -1078,7 +1083,7 @@ end
 
 function M.start_child(r, n, spec)
   local id, err, code = M.call(spec.tool, encode(spec.input == nil and {} or spec.input),
-    { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none" })
+    { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none", setup = spec.setup })
   if not id then
     return complete(r, n, "child.started", spec.tool, encode({ error = { code = code, message = err } }))
   end

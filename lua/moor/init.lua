@@ -341,6 +341,13 @@ function M.AbortController()
 end
 
 engine.extend_ctx = function(ctx)
+  --- ctx.agent(name): a session with another agent (see moor.session).
+  ctx.agent = function(name)
+    need_body("ctx.agent")
+    if type(name) ~= "string" then error("ctx.agent needs an agent name", 2) end
+    return require("moor.session").agent_handle(name, ctx)
+  end
+  ctx.agents = require("moor.session").agents_snapshot()
   --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
   --   | { status = "cancelled" } | { status = "unavailable" }
   ctx.ask = function(request, opts)

@@ -57,6 +57,47 @@ local function load_file(path)
   return v, nil, src
 end
 
+-- Load every tools/*.lua of dir; names get prefix (a subagent's own tools are
+-- registered as "<subagent>.<tool>", which no file name can clash with).
+local function load_tools(tools_dir, prefix, errs, loaded)
+  local moor = require "moor"
+  local names = {}
+  for _, file in ipairs(core.listdir(tools_dir) or {}) do
+    if file:sub(-4) == ".lua" then
+      local name = file:sub(1, -5)
+      local path = tools_dir .. "/" .. file
+      local nerr = check_name(name)
+      if nerr then
+        errs[#errs + 1] = path .. ":1: " .. nerr
+      else
+        local v, err, src = load_file(path)
+        if err then
+          errs[#errs + 1] = err
+        elseif not moor.isTool(v) then
+          errs[#errs + 1] = ("%s:1: the file must return a tool: end it with "
+            .. "`return moor.defineTool{ ... }` or `return moor.defineWorkflowTool{ ... }` (got %s)"):format(
+            path, type(v))
+        else
+          loaded[#loaded + 1] = { name = prefix .. name, tool = v, hash = core.hash(src), path = path }
+          names[name] = prefix .. name
+        end
+      end
+    end
+  end
+  return names
+end
+
+local function load_agent_file(path, errs)
+  local v, err = load_file(path)
+  if err then
+    errs[#errs + 1] = err
+  elseif not (type(v) == "table" and v.kind == "agent" and require("moor").isTool(v)) then
+    errs[#errs + 1] = path .. ":1: agent.lua must return moor.defineAgent{ model, description, instructions }"
+  else
+    return v
+  end
+end
+
 function M.load(dir, engine)
   dir = (dir or "agent"):gsub("/+$", "")
   local moor = require "moor"
@@ -73,42 +114,39 @@ function M.load(dir, engine)
   for _, e in ipairs(entries) do has[e] = true end
 
   local loaded = {}
-  if has["tools"] then
-    local files = core.listdir(dir .. "/tools") or {}
-    for _, file in ipairs(files) do
-      if file:sub(-4) == ".lua" then
-        local name = file:sub(1, -5)
-        local path = dir .. "/tools/" .. file
-        local nerr = check_name(name)
-        if nerr then
-          errs[#errs + 1] = path .. ":1: " .. nerr
-        else
-          local v, err, src = load_file(path)
-          if err then
-            errs[#errs + 1] = err
-          elseif not moor.isTool(v) then
-            errs[#errs + 1] = ("%s:1: the file must return a tool: end it with "
-              .. "`return moor.defineTool{ ... }` or `return moor.defineWorkflowTool{ ... }` (got %s)"):format(
-              path, type(v))
-          else
-            loaded[#loaded + 1] = { name = name, tool = v, hash = core.hash(src), path = path }
-          end
+  local root_tools = has["tools"] and load_tools(dir .. "/tools", "", errs, loaded) or {}
+
+  local agent
+  if has["agent.lua"] then agent = load_agent_file(dir .. "/agent.lua", errs) end
+
+  -- agent/subagents/<name>/agent.lua: each with its own tools/ folder, or
+  -- the root's tools when it has none.
+  local subagents = {}
+  if has["subagents"] then
+    for _, name in ipairs(core.listdir(dir .. "/subagents") or {}) do
+      local sdir = dir .. "/subagents/" .. name
+      local nerr = check_name(name)
+      if name == "agent" then
+        nerr = "the subagent name 'agent' is reserved for a copy of the root agent"
+      elseif not nerr and root_tools[name] then
+        nerr = ("subagent '%s' has the same name as the tool agent/tools/%s.lua"):format(name, name)
+      end
+      if nerr then
+        errs[#errs + 1] = sdir .. ":1: " .. nerr:gsub("^bad tool name", "bad subagent name")
+      elseif not io.open(sdir .. "/agent.lua") then
+        errs[#errs + 1] = sdir .. "/agent.lua:1: missing: a subagent folder needs an agent.lua"
+      else
+        local sub = load_agent_file(sdir .. "/agent.lua", errs)
+        if sub then
+          local own = core.listdir(sdir .. "/tools")
+          sub.toolset = own and load_tools(sdir .. "/tools", name .. ".", errs, loaded) or nil
+          subagents[name] = sub
         end
       end
     end
   end
-
-  local agent
-  if has["agent.lua"] then
-    local path = dir .. "/agent.lua"
-    local v, err = load_file(path)
-    if err then
-      errs[#errs + 1] = err
-    elseif not (moor.isTool(v) == true and type(v) == "table" and v.kind == "agent") then
-      errs[#errs + 1] = path .. ":1: agent.lua must return moor.defineAgent{ model, description, instructions }"
-    else
-      agent = v
-    end
+  if next(subagents) and not agent then
+    errs[#errs + 1] = dir .. "/agent.lua:1: missing: subagents need a root agent.lua"
   end
 
   if #errs > 0 then
@@ -123,6 +161,18 @@ function M.load(dir, engine)
   engine.agent = agent
   if agent then
     local session = require "moor.session"
+    agent.name = "agent"
+    agent.toolset = root_tools
+    for name, sub in pairs(subagents) do
+      sub.name = name
+      sub.toolset = sub.toolset or root_tools
+      if sub.tool ~= false then
+        local t = session.subagent_tool(name, sub)
+        engine.register(name, t)
+        root_tools[name] = name
+      end
+    end
+    engine.agents = subagents
     engine.register(session.TOOL, session.tool())
   end
   return true

@@ -49,16 +49,25 @@ local callModel = moor.step("model", function(model, req)
   return res
 end, { retries = 0 })
 
-local function model_tools()
+-- The agent's tools: model-facing name -> registered name. An agent loaded
+-- from agent/ has a toolset; one defined in a spec sees every plain name.
+local function toolset(agent)
+  if agent.toolset then return agent.toolset end
+  local set = {}
+  for name in pairs(engine.tools) do
+    if name:sub(1, 6) ~= "moor__" and not name:find(".", 1, true) then set[name] = name end
+  end
+  return set
+end
+
+local function model_tools(set)
   local out = json.array {}
   local names = {}
-  for name in pairs(engine.tools) do
-    if name:sub(1, 6) ~= "moor__" then names[#names + 1] = name end
-  end
+  for name in pairs(set) do names[#names + 1] = name end
   table.sort(names)
   for _, name in ipairs(names) do
-    local t = engine.tools[name]
-    out[#out + 1] = { name = name, description = t.description, inputSchema = t.inputSchema }
+    local t = engine.tools[set[name]]
+    if t then out[#out + 1] = { name = name, description = t.description, inputSchema = t.inputSchema } end
   end
   return out
 end
@@ -134,9 +143,10 @@ end
 
 -- Run one tool call of the model by the tool's shape. Returns a tool message.
 local function run_call(call, session_id, state)
-  local tool = engine.tools[call.name]
+  local registered = state.tools[call.name]
+  local tool = registered and engine.tools[registered]
   local msg = { role = "tool", toolCallId = call.id, name = call.name }
-  if not tool or call.name:sub(1, 6) == "moor__" then
+  if not tool then
     msg.content, msg.isError = ("unknown tool '%s'"):format(tostring(call.name)), true
     return msg
   end
@@ -164,7 +174,7 @@ local function run_call(call, session_id, state)
       output = v
     end
   else
-    local sok, started = engine.op("child", call.name, { tool = call.name, input = call.input, callId = call.id })
+    local sok, started = engine.op("child", registered, { tool = registered, input = call.input, callId = call.id })
     if not sok then error(started, 0) end
     if started.error then
       msg.content, msg.isError = started.error.message, true
@@ -195,20 +205,22 @@ local function add_usage(total, u)
 end
 
 -- One turn: model steps and tool calls until a final answer or maxSteps.
-local function run_turn(agent, transcript, turn_id, session_id, counter, state)
+local function run_turn(agent, transcript, turn_id, session_id, counter, state, output_schema)
   engine.publish("turn.started", { turnId = turn_id })
   local usage = { inputTokens = 0, outputTokens = 0 }
   local max_steps = agent.maxSteps or M.DEFAULT_MAX_STEPS
-  local tools = model_tools()
+  local tools = model_tools(state.tools)
   for step = 1, max_steps do
     counter.calls = counter.calls + 1
     local ok, res = pcall(callModel, agent.model, {
       system = agent.instructions, messages = json.array(transcript), tools = tools, callNumber = counter.calls,
+      outputSchema = output_schema,
     })
     if not ok then
       if errors.is(res, "Cancelled") then error(res, 0) end
-      engine.publish("turn.failed", { turnId = turn_id, error = errors.normalize(res) })
-      return
+      local e = errors.normalize(res)
+      engine.publish("turn.failed", { turnId = turn_id, error = e })
+      return { status = "failed", error = e }
     end
     add_usage(usage, res.usage)
     local m = res.message or {}
@@ -218,7 +230,19 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state)
       engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
         usage = res.usage })
       engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
-      return
+      local outcome = { status = "completed", message = m.content or "" }
+      if output_schema then
+        -- Structured output: the final text must be JSON that fits the schema.
+        local data, derr = json.decode(m.content or "")
+        local vok, verr
+        if derr == nil then vok, verr = schema.validate(output_schema, data, "output") end
+        if derr or not vok then
+          return { status = "failed", message = m.content, error = { code = "InvalidOutput",
+            message = "the model's answer does not match outputSchema: " .. (derr or verr) } }
+        end
+        outcome.data = data
+      end
+      return outcome
     end
     for _, call in ipairs(calls) do
       engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
@@ -230,24 +254,44 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state)
     local results = moor.all(futures)
     for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
   end
-  engine.publish("turn.completed", { turnId = turn_id, steps = max_steps, usage = usage,
-    reason = ("stopped after maxSteps (%d) model steps"):format(max_steps) })
+  local reason = ("stopped after maxSteps (%d) model steps"):format(max_steps)
+  engine.publish("turn.completed", { turnId = turn_id, steps = max_steps, usage = usage, reason = reason })
+  return { status = "failed", error = { code = "MaxSteps", message = reason } }
 end
 
-local function session_body(_, ctx)
-  local agent = engine.agent
-  if not agent then error(moor.FatalError("this agent has no agent.lua, so it cannot hold sessions")) end
+-- Deliveries to another run, as steps: recorded, so a replay does not send twice.
+local deliver_step = moor.step("agent.deliver", function(token, payload)
+  local kind, _, _, message = engine.deliver(token, payload)
+  if not kind then error(moor.FatalError(message)) end
+  return true
+end, { retries = 0 })
+M.deliver_step = deliver_step
+
+local function agent_named(name)
+  if name == nil or name == "agent" then return engine.agent end
+  return engine.agents and engine.agents[name]
+end
+M.agent_named = agent_named
+
+local function session_body(input, ctx)
+  local agent = agent_named(input.agent)
+  if not agent then
+    error(moor.FatalError(input.agent and ("unknown agent '%s'"):format(input.agent)
+      or "this agent has no agent.lua, so it cannot hold sessions"))
+  end
   local inbox = moor.createHook { token = inbox_token(ctx.runId) }
   local transcript = {}
   local turns = 0
   local counter = { calls = 0 }
-  local state = { approved = {} } -- once() approvals, per session
+  local state = { approved = {}, tools = toolset(agent) } -- once() approvals live per session
   for delivery in inbox:requests() do
     if type(delivery) == "table" and type(delivery.message) == "string" then
       turns = turns + 1
       transcript[#transcript + 1] = { role = "user", content = delivery.message }
       engine.publish("message.received", { role = "user", text = delivery.message })
-      run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state)
+      local outcome = run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state,
+        delivery.outputSchema)
+      if delivery.replyTo then deliver_step(delivery.replyTo, outcome) end
     end
   end
 end
@@ -256,10 +300,85 @@ end
 function M.tool()
   local tool = moor.defineWorkflowTool {
     description = "A conversation with the agent (moor's built-in session).",
-    inputSchema = schema.object {},
+    inputSchema = schema.object { agent = schema.optional(schema.string()) },
     execute = session_body,
   }
   return moor._bind(tool, M.TOOL, core.hash("moor.session/1"))
+end
+
+-- The inbox exists before the session's body first runs, so messages sent
+-- right away wait for it instead of getting 404.
+function M.inbox_setup(run_id)
+  core.exec("INSERT OR IGNORE INTO hooks(token, run_id, kind, created) VALUES(?,?,'hook',?)", inbox_token(run_id),
+    run_id, core.now())
+end
+
+--- ctx.agent(name) for a workflow body: a session handle. handle:send(message,
+-- { outputSchema?, signal? }) returns a response; response:result() parks
+-- until that message's turn ends and gives { data, message, status, error }.
+function M.agent_handle(name, ctx)
+  local handle = { name = name }
+  local Response = {}
+  Response.__index = Response
+  function Response:result()
+    if self.value == nil then
+      local v = self.hook:await()
+      if type(v) ~= "table" then v = { status = "failed", error = { code = "BadReply", message = "bad reply" } } end
+      self.value = v
+    end
+    return self.value
+  end
+  function handle.send(self, message, opts)
+    if type(message) ~= "string" or message == "" then error("send needs a message (a non-empty string)", 2) end
+    opts = opts or {}
+    if not self.sessionId then
+      if not agent_named(name) then
+        error(errors.new("UnknownAgent", ("unknown agent '%s'; ctx.agents lists the callable ones"):format(name)), 2)
+      end
+      local ok, started = engine.op("child", M.TOOL, { tool = M.TOOL, input = { agent = name },
+        callId = ctx.callId, setup = M.inbox_setup })
+      if not ok then error(started, 0) end
+      if started.error then error(errors.new("AgentError", started.error.message), 2) end
+      self.sessionId = started.runId
+      engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId })
+    end
+    local reply = moor.createHook()
+    deliver_step(inbox_token(self.sessionId), { message = message, turnPolicy = "queue", replyTo = reply.token,
+      outputSchema = opts.outputSchema })
+    return setmetatable({ hook = reply, sessionId = self.sessionId }, Response)
+  end
+  return handle
+end
+
+--- The tool that exposes a subagent to the root model (unless tool = false).
+function M.subagent_tool(name, sub)
+  local tool = moor.defineWorkflowTool {
+    description = sub.description or ("Delegate a task to the %s agent."):format(name),
+    inputSchema = schema.object { message = schema.string { minLength = 1, description = "what to ask the agent" } },
+    execute = function(input, ctx)
+      local r = ctx.agent(name):send(input.message):result()
+      if r.status == "failed" then error(moor.FatalError(r.error and r.error.message or "the agent failed")) end
+      return r.message
+    end,
+  }
+  return moor._bind(tool, name, core.hash("moor.subagent/" .. name))
+end
+
+--- ctx.agents: the callable agents and their descriptions (hidden ones too),
+-- sorted by name.
+function M.agents_snapshot()
+  local out = json.array {}
+  if engine.agent then
+    out[1] = { name = "agent", description = engine.agent.description, hidden = false }
+  end
+  local names = {}
+  for name in pairs(engine.agents or {}) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local a = engine.agents[name]
+    out[#out + 1] = { name = name, description = a.description, hidden = a.tool == false }
+  end
+  return out
 end
 
 ---------------------------------------------------------------------------
@@ -267,14 +386,7 @@ end
 
 --- Start a session; with a first message when given. Returns the session id.
 function M.create(message)
-  local id, err, code = engine.call(M.TOOL, "{}", {
-    -- The inbox exists before the body first runs, so messages sent right
-    -- away wait for it instead of getting 404.
-    setup = function(run_id)
-      core.exec("INSERT INTO hooks(token, run_id, kind, created) VALUES(?,?,'hook',?)", inbox_token(run_id),
-        run_id, core.now())
-    end,
-  })
+  local id, err, code = engine.call(M.TOOL, "{}", { setup = M.inbox_setup })
   if not id then return nil, err, code end
   if message ~= nil then
     local ok, _, _, msg = M.send(id, { message = message })

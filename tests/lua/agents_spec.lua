@@ -1,0 +1,94 @@
+-- ctx.agent, ctx.agents and subagents, with scripted models.
+local moor = require "moor"
+local engine = require "moor.engine"
+local session = require "moor.session"
+local t = moor.testing
+local s = moor.schema
+
+local function workflow(execute)
+  return moor.defineWorkflowTool { description = "spec", inputSchema = s.object {}, execute = execute }
+end
+
+local function with_agents(root, subs, fn)
+  local saved_agent, saved_agents = engine.agent, engine.agents
+  engine.agent, engine.agents = root, subs
+  if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
+  local ok, err = pcall(fn)
+  engine.agent, engine.agents = saved_agent, saved_agents
+  if not ok then error(err, 0) end
+end
+
+local root = moor.defineAgent { model = t.script { "root" }, instructions = "root", description = "The root." }
+
+describe("ctx.agent", function()
+  it("sends a message to a subagent and returns its final message", function()
+    local researcher = moor.defineAgent {
+      instructions = "research", description = "Finds things.", tool = false,
+      model = t.script(function(turn) return "found: " .. turn.messages[#turn.messages].content end),
+    }
+    with_agents(root, { researcher = researcher }, function()
+      local res, err, id = t.call(workflow(function(_, ctx)
+        local r = ctx.agent("researcher"):send("the answer"):result()
+        return { r = r, agents = ctx.agents }
+      end), {})
+      assert.is_nil(err)
+      assert.are.same({ status = "completed", message = "found: the answer" }, res.r)
+      assert.are.same({ { name = "agent", description = "The root.", hidden = false },
+                        { name = "researcher", description = "Finds things.", hidden = true } }, res.agents)
+      local started
+      for _, e in ipairs(t.events(id)) do
+        if e.kind == "agent.started" then started = e.payload end
+      end
+      assert.are.equal("researcher", started.name)
+    end)
+  end)
+
+  it("returns structured data that fits outputSchema, and fails output that does not", function()
+    local n = 0
+    local analyst = moor.defineAgent {
+      instructions = "x",
+      model = t.script(function()
+        n = n + 1
+        if n == 1 then return { data = { findings = { "a", "b" } } } end
+        return "not json"
+      end),
+    }
+    with_agents(root, { analyst = analyst }, function()
+      local res = t.call(workflow(function(_, ctx)
+        local a = ctx.agent("analyst")
+        local schema = s.object { findings = s.array(s.string()) }
+        local good = a:send("review", { outputSchema = schema }):result()
+        local bad = a:send("again", { outputSchema = schema }):result()
+        return { good = good, bad = bad }
+      end), {})
+      assert.are.equal("completed", res.good.status)
+      assert.are.same({ "a", "b" }, res.good.data.findings)
+      assert.are.equal("failed", res.bad.status)
+      assert.are.equal("InvalidOutput", res.bad.error.code)
+    end)
+  end)
+
+  it("fails the first send to an unknown agent", function()
+    with_agents(root, {}, function()
+      local _, err = t.call(workflow(function(_, ctx) return ctx.agent("nobody"):send("hi"):result() end), {})
+      assert.are.equal("UnknownAgent", err.code)
+      assert.truthy(err.message:find("unknown agent 'nobody'", 1, true))
+    end)
+  end)
+
+  it("exposes a subagent to the root model as a tool named after it", function()
+    local helper = moor.defineAgent { instructions = "help", description = "Helps.",
+      model = t.script(function(turn) return "helped with " .. turn.messages[#turn.messages].content end) }
+    local tool = session.subagent_tool("helper", helper)
+    engine.register("helper", tool)
+    local boss = moor.defineAgent { instructions = "boss", model = t.script(function(turn)
+      if turn.n == 1 then return { toolCalls = { { name = "helper", input = { message = "taxes" } } } } end
+      return "done: " .. turn.messages[#turn.messages].content
+    end) }
+    with_agents(boss, { helper = helper }, function()
+      local c = t.converse(boss, { "delegate" })
+      assert.are.equal("done: helped with taxes", c.transcript[#c.transcript].text)
+    end)
+    engine.tools.helper = nil
+  end)
+end)
