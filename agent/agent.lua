@@ -4,9 +4,11 @@ local moor = require "moor"
 
 return moor.defineAgent {
   model = "openai/gpt-5.5",
-  description = "A release helper: drafts release notes, sets reminders, counts words.",
+  description = "Coordinate cross-specialist tasks that need the root agent's complete toolset.",
   instructions = [[
 You help a small team ship releases. Use release_notes to draft notes for a
-version, remind_with_progress to set a reminder, and word_count for quick text
-statistics. Keep answers short.]],
+version, remind_with_progress to set a reminder, word_count for quick text
+statistics, deploy / refund_order / render_video for operations, and
+agent-router to hand investigation or operational work to a specialist.
+Keep answers short.]],
 }

@@ -364,19 +364,17 @@ function M.subagent_tool(name, sub)
   return moor._bind(tool, name, core.hash("moor.subagent/" .. name))
 end
 
---- ctx.agents: the callable agents and their descriptions (hidden ones too),
--- sorted by name.
+--- ctx.agents: the callable agents by name, hidden ones included:
+-- { agent = { name, description, hidden }, researcher = {...}, ... }.
+-- ctx.agents.agent (a copy of the root) always exists; its description is
+-- "" when agent.lua has none.
 function M.agents_snapshot()
-  local out = json.array {}
+  local out = {}
   if engine.agent then
-    out[1] = { name = "agent", description = engine.agent.description, hidden = false }
+    out.agent = { name = "agent", description = engine.agent.description or "", hidden = false }
   end
-  local names = {}
-  for name in pairs(engine.agents or {}) do names[#names + 1] = name end
-  table.sort(names)
-  for _, name in ipairs(names) do
-    local a = engine.agents[name]
-    out[#out + 1] = { name = name, description = a.description, hidden = a.tool == false }
+  for name, a in pairs(engine.agents or {}) do
+    out[name] = { name = name, description = a.description or "", hidden = a.tool == false }
   end
   return out
 end

@@ -33,8 +33,9 @@ describe("ctx.agent", function()
       end), {})
       assert.is_nil(err)
       assert.are.same({ status = "completed", message = "found: the answer" }, res.r)
-      assert.are.same({ { name = "agent", description = "The root.", hidden = false },
-                        { name = "researcher", description = "Finds things.", hidden = true } }, res.agents)
+      assert.are.same({ agent = { name = "agent", description = "The root.", hidden = false },
+                        researcher = { name = "researcher", description = "Finds things.", hidden = true } },
+        res.agents)
       local started
       for _, e in ipairs(t.events(id)) do
         if e.kind == "agent.started" then started = e.payload end
