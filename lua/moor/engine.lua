@@ -189,6 +189,12 @@ local apply_cancel -- forward
 
 local function deliver(r, n, kind, payload, time)
   if kind == "run.cancel" then return apply_cancel(r, time) end
+  if kind == "run.abort" then
+    -- Steering: the call's abort signal aborts (its questions are withdrawn);
+    -- nothing is cancelled, the body decides what to return.
+    if not r.settled then M.abort(r.ctx.abortSignal, "steered") end
+    return
+  end
   local th, ok, v = take(r, n, kind, payload, time)
   if th then ready(th, ok, v) end
 end
@@ -807,7 +813,7 @@ local function load_run(row)
       end
     elseif kind == "version" then
       r.versions[names[i]] = decode(payloads[i])
-    elseif kind == "run.cancel" then
+    elseif kind == "run.cancel" or kind == "run.abort" then
       nreplay = nreplay + 1
       replay[nreplay] = i
     end
@@ -1262,6 +1268,37 @@ function M.inputs()
                created = row.created }
   end
   return json.array(out)
+end
+
+-- Record a run-level event (run.cancel, run.abort) and deliver it in log
+-- order; a run not in memory gets it when it resumes.
+local function signal_run(run_id, kind)
+  local r = runs[run_id]
+  local payload = encode({ requested = now_ms() })
+  if r then
+    local _, t = append(r, nil, kind, nil, payload)
+    local item = { r, nil, kind, payload, t }
+    if is_replaying(r) then
+      r.deferred[#r.deferred + 1] = function() npending = npending + 1; pending[npending] = item end
+    else
+      npending = npending + 1
+      pending[npending] = item
+    end
+  else
+    append_offline(run_id, nil, kind, nil, payload)
+  end
+end
+
+--- Abort a running run's ctx.abortSignal without cancelling it (a session's
+-- steering message). Returns true, or nil, http_status, code, message.
+function M.steer(run_id)
+  local rows = core.query("SELECT status FROM runs WHERE id=?", run_id)
+  if not rows or not rows[1] then return api_error(404, "not_found", ("unknown run '%s'"):format(run_id)) end
+  if rows[1].status ~= "running" then return true end
+  signal_run(run_id, "run.abort")
+  local ok, err = core.commit()
+  if not ok then return api_error(500, "store", err) end
+  return true
 end
 
 --- Cancel a run. Returns true, or nil, http_status, code, message.

@@ -179,10 +179,15 @@ local function run_call(call, session_id, state)
     if started.error then
       msg.content, msg.isError = started.error.message, true
     else
+      state.running[started.runId] = call.id
       local aok, settled = engine.op("child.await", "await", { runId = started.runId })
+      state.running[started.runId] = nil
       if not aok then error(settled, 0) end
       if settled.status == "completed" then
         output = settled.result
+      elseif state.steered[started.runId] then
+        -- A body that rejects after a steering abort settles as interrupted.
+        output = { interrupted = true }
       else
         msg.content = settled.error and settled.error.message or ("the tool run " .. settled.status)
         msg.isError = true
@@ -248,11 +253,27 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
       engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
         input = call.input })
     end
-    -- Parallel tool calls in one model step run concurrently, as branches.
+    -- Parallel tool calls in one model step run concurrently, as branches;
+    -- meanwhile the inbox is watched, so a message can steer or answer.
     local futures = {}
     for i, call in ipairs(calls) do futures[i] = moor.async(run_call, call, session_id, state) end
-    local results = moor.all(futures)
+    local all = moor.async(moor.all, futures)
+    local results
+    while true do
+      local v, idx = moor.race { all, state.next_delivery() }
+      if idx == 1 then
+        results = v
+        break
+      end
+      state.take_delivery()
+      state.during_turn(v)
+    end
     for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
+    -- Steering messages reach the model once the calls they stopped settle.
+    for _, text in ipairs(state.steers) do
+      transcript[#transcript + 1] = { role = "user", content = text }
+    end
+    state.steers = {}
   end
   local reason = ("stopped after maxSteps (%d) model steps"):format(max_steps)
   engine.publish("turn.completed", { turnId = turn_id, steps = max_steps, usage = usage, reason = reason })
@@ -273,6 +294,31 @@ local function agent_named(name)
 end
 M.agent_named = agent_named
 
+-- Does a message answer the sole pending question of this session (or of a
+-- tool run it waits on)? A step, so the decision is recorded for replay.
+local answer_step = moor.step("session.answer", function(run_ids, text)
+  local marks = {}
+  for i = 1, #run_ids do marks[i] = "?" end
+  local rows = core.query(("SELECT request_id, request FROM inputs WHERE status='pending' AND run_id IN (%s)")
+    :format(table.concat(marks, ",")), table.unpack(run_ids))
+  if not rows or #rows ~= 1 then return false end
+  local req = json.decode(rows[1].request)
+  local answer
+  for _, o in ipairs(req.options or {}) do
+    if text == o.id or text:lower() == tostring(o.label):lower() then answer = { optionId = o.id } end
+  end
+  if not answer and (req.allowFreeform or req.display == "text" or #(req.options or {}) == 0) then
+    answer = { text = text }
+  end
+  if not answer then return false end
+  return engine.answer(rows[1].request_id, answer) == true
+end, { retries = 0 })
+
+local steer_step = moor.step("session.steer", function(run_id)
+  engine.steer(run_id)
+  return true
+end, { retries = 0 })
+
 local function session_body(input, ctx)
   local agent = agent_named(input.agent)
   if not agent then
@@ -283,15 +329,65 @@ local function session_body(input, ctx)
   local transcript = {}
   local turns = 0
   local counter = { calls = 0 }
-  local state = { approved = {}, tools = toolset(agent) } -- once() approvals live per session
-  for delivery in inbox:requests() do
-    if type(delivery) == "table" and type(delivery.message) == "string" then
-      turns = turns + 1
-      transcript[#transcript + 1] = { role = "user", content = delivery.message }
-      engine.publish("message.received", { role = "user", text = delivery.message })
-      local outcome = run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state,
-        delivery.outputSchema)
-      if delivery.replyTo then deliver_step(delivery.replyTo, outcome) end
+  local queued = {}
+  local state = {
+    approved = {},        -- once() approvals live per session
+    tools = toolset(agent),
+    running = {},         -- child run id -> call id, for the calls the turn waits on
+    steered = {},         -- child runs a steering message aborted
+    steers = {},          -- steering messages for the model, once the calls settle
+  }
+  -- One waiter on the inbox at a time, shared by the idle loop and the turns.
+  local pending_delivery
+  function state.next_delivery()
+    pending_delivery = pending_delivery or moor.async(inbox.await, inbox)
+    return pending_delivery
+  end
+  function state.take_delivery() pending_delivery = nil end
+
+  local function pending_runs()
+    local ids = { ctx.runId }
+    for id in moor.sortedPairs(state.running) do ids[#ids + 1] = id end
+    return ids
+  end
+
+  -- A message that arrives while a turn waits on tool calls: it answers the
+  -- sole pending question if it fits (answers never steer), waits for the
+  -- turn (queue), or aborts the calls' signals and reaches the model when
+  -- they settle (steer, the default).
+  function state.during_turn(d)
+    if type(d) ~= "table" or type(d.message) ~= "string" then return end
+    engine.publish("message.received", { role = "user", text = d.message, turnPolicy = d.turnPolicy })
+    if answer_step(pending_runs(), d.message) then return end
+    if d.turnPolicy == "queue" then
+      queued[#queued + 1] = d
+      return
+    end
+    for id in moor.sortedPairs(state.running) do
+      state.steered[id] = true
+      steer_step(id)
+    end
+    state.steers[#state.steers + 1] = d.message
+  end
+
+  while true do
+    local d = table.remove(queued, 1)
+    local published = d ~= nil
+    if not d then
+      d = moor.await(state.next_delivery())
+      state.take_delivery()
+    end
+    if type(d) == "table" and type(d.message) == "string" then
+      if not published then
+        engine.publish("message.received", { role = "user", text = d.message })
+      end
+      if published or not answer_step(pending_runs(), d.message) then
+        turns = turns + 1
+        transcript[#transcript + 1] = { role = "user", content = d.message }
+        local outcome = run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state,
+          d.outputSchema)
+        if d.replyTo then deliver_step(d.replyTo, outcome) end
+      end
     end
   end
 end

@@ -76,11 +76,16 @@ function M.outcome(id)
   return outcome(id)
 end
 
---- Pending questions of a run: { { requestId, request }, ... }.
+--- Pending questions of a run and of the runs it started (a session's tool
+-- calls): { { requestId, runId, request }, ... }.
 function M.inputs(id)
+  local ids = { [id] = true }
+  local rows = core.query("WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
+    .. "ON runs.parent_id = tree.id) SELECT id FROM tree", id)
+  for _, r in ipairs(rows or {}) do ids[r.id] = true end
   local out = {}
   for _, q in ipairs(engine.inputs()) do
-    if q.runId == id then out[#out + 1] = q end
+    if ids[q.runId] then out[#out + 1] = q end
   end
   return out
 end

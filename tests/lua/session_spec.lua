@@ -47,7 +47,10 @@ describe("sessions", function()
     local c = t.converse(agent, { "hi" })
     assert.are.same({ { role = "user", text = "hi" },
       { role = "assistant", text = "Hello there.", turnId = "turn_1" } }, c.transcript)
-    local model_steps = kinds(c.events, "step.result")
+    local model_steps = {}
+    for _, e in ipairs(c.events) do
+      if e.kind == "step.result" and e.name == "model" then model_steps[#model_steps + 1] = e.payload end
+    end
     assert.are.equal(1, #model_steps)
     assert.is_table(model_steps[1].usage)
     assert.are.equal(1, #kinds(c.events, "turn.completed"))
@@ -277,5 +280,89 @@ describe("sessions", function()
     assert.are.same({ type = "file", data = "iVBORw0KGgo=", mediaType = "image/png" }, seen[2])
     assert.are.equal("/tmp/x.png", c.results[1].output.path)
     assert.has_error(function() moor.toolOutputPart.file("\0\1raw", { mediaType = "image/png" }) end)
+  end)
+
+  describe("messages during a turn", function()
+    register("confirmer", moor.defineWorkflowTool {
+      description = "Asks before doing something.",
+      inputSchema = s.object { fail = s.optional(s.boolean()) },
+      execute = function(input, ctx)
+        local a = ctx.ask { prompt = "Proceed?", options = { { id = "yes", label = "Yes" }, { id = "no", label = "No" } } }
+        if a.status == "cancelled" and input.fail then error("stopped before finishing") end
+        return { answer = a }
+      end,
+    })
+    local session = require "moor.session"
+
+    local function agent(input, log)
+      return moor.defineAgent {
+        instructions = "x",
+        model = t.script(function(turn)
+          local copy = {}
+          for i, m in ipairs(turn.messages) do copy[i] = m end
+          log[#log + 1] = copy
+          if turn.n == 1 then return { toolCalls = { { name = "confirmer", input = input } } } end
+          return "reply " .. turn.n
+        end),
+      }
+    end
+
+    local function send(id, body)
+      assert.is_true((session.send(id, body)))
+      t.drive(id)
+    end
+
+    local function last_two(messages) return messages[#messages - 1], messages[#messages] end
+
+    it("steer: withdraws the call's question and reaches the model once the call settles", function()
+      local log = {}
+      local a = agent({}, log)
+      local c = t.converse(a, { "go" })
+      assert.are.equal(1, #t.inputs(c.sessionId))
+      engine.agent = a
+      send(c.sessionId, { message = "stop, do something else" })
+      engine.agent = nil
+      assert.are.equal(0, #t.inputs(c.sessionId))
+      local tool_msg, user_msg = last_two(log[2])
+      assert.are.equal('{"answer":{"status":"cancelled"}}', tool_msg.content)
+      assert.are.same({ role = "user", content = "stop, do something else" }, user_msg)
+    end)
+
+    it("steer: a rejection after the abort settles as { interrupted = true }", function()
+      local log = {}
+      local a = agent({ fail = true }, log)
+      local c = t.converse(a, { "go" })
+      engine.agent = a
+      send(c.sessionId, { message = "never mind" })
+      engine.agent = nil
+      local tool_msg = last_two(log[2])
+      assert.are.equal('{"interrupted":true}', tool_msg.content)
+    end)
+
+    it("a plain message that matches an option answers the sole question and never steers", function()
+      local log = {}
+      local a = agent({}, log)
+      local c = t.converse(a, { "go" })
+      engine.agent = a
+      send(c.sessionId, { message = "Yes" })
+      engine.agent = nil
+      local _, tool_msg = last_two(log[2])
+      assert.are.equal('{"answer":{"optionId":"yes","status":"answered"}}', tool_msg.content)
+    end)
+
+    it("queue: waits for the turn and then starts the next one", function()
+      local log = {}
+      local a = agent({}, log)
+      local c = t.converse(a, { "go" })
+      engine.agent = a
+      send(c.sessionId, { message = "after that, summarize", turnPolicy = "queue" })
+      assert.are.equal(1, #t.inputs(c.sessionId)) -- the question is still open
+      assert.is_true(t.answer(t.inputs(c.sessionId)[1].requestId, { optionId = "no" }))
+      t.drive(c.sessionId)
+      engine.agent = nil
+      assert.are.equal(3, #log) -- the first turn's two model steps, then the queued message's turn
+      local _, user_msg = last_two(log[3])
+      assert.are.same({ role = "user", content = "after that, summarize" }, user_msg)
+    end)
   end)
 end)
