@@ -287,7 +287,8 @@ describe("sessions", function()
       description = "Asks before doing something.",
       inputSchema = s.object { fail = s.optional(s.boolean()) },
       execute = function(input, ctx)
-        local a = ctx.ask { prompt = "Proceed?", options = { { id = "yes", label = "Yes" }, { id = "no", label = "No" } } }
+        local a = ctx.ask { prompt = "Proceed?",
+          options = { { id = "yes", label = "Yes" }, { id = "no", label = "No" } } }
         if a.status == "cancelled" and input.fail then error("stopped before finishing") end
         return { answer = a }
       end,
