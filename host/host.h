@@ -6,6 +6,7 @@
 #include <lua.h>
 #include <uv.h>
 
+#include "fetch.h"
 #include "http.h"
 #include "moor.h"
 #include "store.h"
@@ -23,6 +24,7 @@ struct moor {
   void *cb_ud;
   moor_config cfg;        /* as opened (strings not owned) */
   moor_http *http;        /* the API server while moor_listen'd */
+  moor_fetch *fetch;      /* the HTTP client (model providers, moor.fetch in steps) */
   uv_check_t check;       /* ticks the engine after each loop iteration (serve) */
   uv_signal_t sigint, sigterm;
   int serving;

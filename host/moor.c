@@ -87,6 +87,12 @@ int moor_call_engine(moor *m, const char *fn, int nargs, int nres) {
   return 0;
 }
 
+static int open_fetch(lua_State *L) {
+  moor *m = moor_from_lua(L);
+  if (!m || !m->fetch) return luaL_error(L, "moor.fetch: the engine has no HTTP client");
+  return moor_fetch_lua_push(L, m->fetch);
+}
+
 static int open_lua(moor *m, const char *lua_dir) {
   lua_State *L = luaL_newstate();
   if (!L) return MOOR_ENOMEM;
@@ -100,6 +106,8 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_setfield(L, -2, "moor.json.core");
   lua_pushcfunction(L, luaopen_cjson);
   lua_setfield(L, -2, "cjson");
+  lua_pushcfunction(L, open_fetch);
+  lua_setfield(L, -2, "moor.fetch.core");
   lua_pop(L, 1);
   /* Our lua/ comes first so an installed copy elsewhere never shadows it. */
   lua_getglobal(L, "package");
@@ -135,6 +143,7 @@ int moor_open(moor **out, const moor_config *cfg) {
   if (uv_loop_init(&m->loop) != 0) return set_err(m, MOOR_EIO, "cannot start the event loop%s", NULL);
   uv_timer_init(&m->loop, &m->timer);
   m->loop_ok = 1;
+  if (moor_fetch_open(&m->loop, &m->fetch)) return set_err(m, MOOR_EIO, "cannot start the HTTP client%s", NULL);
   if (make_parent(db)) return set_err(m, MOOR_EIO, "cannot create the directory for %s", db);
   if (!cfg->read_only) {
     int rc = moor_lock_acquire(db, &m->lock_fd, m->err, sizeof m->err);
@@ -160,6 +169,10 @@ void moor_close(moor *m) {
   if (m->http) {
     moor_http_stop(m->http);
     m->http = NULL;
+  }
+  if (m->fetch) {
+    moor_fetch_close(m->fetch);
+    m->fetch = NULL;
   }
   if (m->L) {
     if (m->engine_ref != LUA_NOREF) {

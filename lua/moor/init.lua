@@ -479,6 +479,39 @@ M.toolOutputPart = {
   end,
 }
 
+---------------------------------------------------------------------------
+-- HTTP from steps
+
+local function fetch_core() return require "moor.fetch.core" end
+
+--- moor.fetch(url [, opts]) or moor.fetch{ url, method, headers, body, timeout }
+-- -> { status, headers, body } | nil, message, timedOut. Non-blocking on the
+-- engine's loop: inside a step or a plain tool it parks only that step. Not
+-- durable (a crash re-runs the step), so it belongs in a step; a workflow body
+-- must not call it.
+function M.fetch(url, opts)
+  local req = {}
+  if type(url) == "table" then
+    for k, v in pairs(url) do req[k] = v end
+  else
+    req.url = url
+    for k, v in pairs(opts or {}) do req[k] = v end
+  end
+  if engine.in_body() then
+    error(errors.new("Fenced", "moor.fetch belongs in a step: a workflow body is replayed, so its I/O would repeat"), 2)
+  end
+  local f = fetch_core()
+  if engine.step_info() then
+    return engine.io(function(resume) f.start(req, resume) end)
+  end
+  -- Plain code (a spec, a tool file's top level): wait on the loop.
+  local done
+  f.start(req, function(...) done = table.pack(...) end)
+  local core = require "moor.core"
+  while not done do core.wait(20) end
+  return table.unpack(done, 1, done.n)
+end
+
 --- pairs in a stable (sorted-key) order: Lua's pairs order differs between
 -- processes, so a body that makes ops while iterating must use this.
 function M.sortedPairs(t)
