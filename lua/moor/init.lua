@@ -132,6 +132,13 @@ function M.defineAgent(def)
     def_error(("model %q must be \"provider/model\", as \"openai/gpt-5.5\" or \"anthropic/claude-sonnet-5\""):format(
       def.model))
   end
+  if type(def.model) == "string" then
+    local ok, err = require("moor.providers").resolve(def.model, function() return nil end)
+    if not ok and err.code == "unknown_provider" then def_error(err.message) end
+  end
+  if def.modelTimeout ~= nil and not duration.parse(def.modelTimeout) then
+    def_error("modelTimeout must be a duration, as \"30s\" or milliseconds")
+  end
   if def.description ~= nil and type(def.description) ~= "string" then def_error("description must be a string") end
   if type(def.instructions) ~= "string" then def_error("defineAgent needs instructions (a string)") end
   if def.maxSteps ~= nil and (math.type(def.maxSteps) ~= "integer" or def.maxSteps < 1) then

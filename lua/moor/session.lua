@@ -37,14 +37,15 @@ local step_io = {
 
 local callModel = moor.step("model", function(model, req)
   local provider, err = resolve(model)
-  if not provider then error(moor.FatalError { message = err.message, providerCode = err.code }) end
+  if not provider then error(errors.new(err.code or "config", err.message)) end
   -- A scripted model numbers its calls per session: the session's own count
   -- (replayed state) tells it, so a restart does not renumber them.
   if provider.calls ~= nil and req.callNumber then provider.calls = req.callNumber - 1 end
   local res, perr = provider:complete(req, step_io)
   if not res then
-    -- The provider already retried what can be retried.
-    error(moor.FatalError { message = perr.message, providerCode = perr.code, status = perr.status })
+    -- The provider already retried what can be retried; the step does not
+    -- (retries = 0), and the turn fails with the provider's code.
+    error(errors.new(perr.code or "model_error", perr.message, { status = perr.status }))
   end
   return res
 end, { retries = 0 })
@@ -219,7 +220,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     counter.calls = counter.calls + 1
     local ok, res = pcall(callModel, agent.model, {
       system = agent.instructions, messages = json.array(transcript), tools = tools, callNumber = counter.calls,
-      outputSchema = output_schema,
+      outputSchema = output_schema, timeout = agent.modelTimeout,
     })
     if not ok then
       if errors.is(res, "Cancelled") then error(res, 0) end
