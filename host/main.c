@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <uv.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,9 @@ static const char *USAGE =
   "                     answer a pending question (through a running moor dev,\n"
   "                     else in the database)\n"
   "  cancel RUN         cancel a run (through a running moor dev, else in the database)\n"
+  "  chat               talk with the agent in the terminal: type messages (a message\n"
+  "                     sent while a turn runs steers it; one that matches a pending\n"
+  "                     question answers it); Ctrl-C cancels the session and quits\n"
   "  test [PATH...]     run busted specs inside the host (default: tests/lua)\n"
   "  help               this text\n"
   "\n"
@@ -363,6 +367,109 @@ static int cmd_answer_or_cancel(const opts *o, int answer) {
   return status;
 }
 
+/* moor chat: a session in the terminal, driven in this process. */
+typedef struct chat_state {
+  moor *m;
+  char session[64];
+  uv_poll_t poll;
+  uv_signal_t sigint;
+  int eof, busy, quit;
+} chat_state;
+
+static void chat_event(const moor_event *ev, void *ud) {
+  chat_state *cs = ud;
+  if (strcmp(ev->run_id, cs->session) != 0) return;
+  if (!strcmp(ev->kind, "turn.started")) cs->busy = 1;
+  if (!strcmp(ev->kind, "turn.completed") || !strcmp(ev->kind, "turn.failed")) cs->busy = 0;
+  if (!strcmp(ev->kind, "input.requested")) {
+    char id[128], *text = NULL;
+    json_string_field(ev->payload, "requestId", id, sizeof id);
+    if (moor_format_input(cs->m, id, &text) == 0)
+      printf("? %s\n  (type your answer)\n", text);
+    free(text);
+  } else {
+    char *line = NULL;
+    if (moor_format_event(cs->m, ev, &line) == 0 && line) printf("%s\n", line);
+    free(line);
+  }
+  fflush(stdout);
+}
+
+static void chat_stdin(uv_poll_t *h, int status, int events) {
+  chat_state *cs = h->data;
+  (void)events;
+  char line[8192];
+  if (status < 0 || !fgets(line, sizeof line, stdin)) {
+    cs->eof = 1;
+    uv_poll_stop(h);
+    return;
+  }
+  line[strcspn(line, "\n")] = 0;
+  if (!line[0]) return;
+  if (moor_session_send(cs->m, cs->session, line, NULL)) fprintf(stderr, "moor: %s\n", moor_errmsg(cs->m));
+  else cs->busy = 1;
+}
+
+static void chat_sigint(uv_signal_t *h, int signum) {
+  chat_state *cs = h->data;
+  (void)signum;
+  fprintf(stderr, "\ncancelling the session\n");
+  moor_cancel(cs->m, cs->session);
+  cs->quit = 1;
+}
+
+static int cmd_chat(const opts *o) {
+  if (o->nargs) return usage_error("chat takes no arguments%s", "");
+  char url[1024];
+  if (moor_find_server(o->db, url, sizeof url) == 0) {
+    fprintf(stderr, "moor: a moor dev at %s drives this database; chat through it with the HTTP API "
+                    "(POST /v1/sessions, GET /v1/sessions/{id}/stream), or stop it and run moor chat\n", url);
+    return 2;
+  }
+  int status = 0;
+  moor *m = open_engine(o, 0, &status);
+  if (!m) return status;
+  chat_state cs = {m, "", {0}, {0}, 0, 0, 0};
+  if ((status = load(m, o))) goto out;
+  if (moor_resume_all(m) || moor_session_start(m, NULL, cs.session, sizeof cs.session)) {
+    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+    status = 2;
+    goto out;
+  }
+  moor_on_event(m, chat_event, &cs);
+  fprintf(stderr, "session %s: type a message; Ctrl-C cancels and quits\n", cs.session);
+  uv_loop_t *loop = moor_loop(m);
+  if (uv_poll_init(loop, &cs.poll, 0) != 0) {
+    fprintf(stderr, "moor: chat reads its messages from a terminal or a pipe\n");
+    status = 2;
+    goto out;
+  }
+  cs.poll.data = &cs;
+  uv_poll_start(&cs.poll, UV_READABLE, chat_stdin);
+  uv_signal_init(loop, &cs.sigint);
+  cs.sigint.data = &cs;
+  uv_signal_start(&cs.sigint, chat_sigint, SIGINT);
+  for (;;) {
+    if (moor_run(m)) {
+      fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+      status = 1;
+      break;
+    }
+    /* Nothing runnable or due: with input closed there is nothing more to wait for. */
+    if (cs.quit || cs.eof) {
+      if (cs.busy && !cs.quit)
+        fprintf(stderr, "session %s waits (for an answer?); 'moor dev' or 'moor chat' continues it\n", cs.session);
+      break;
+    }
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  uv_close((uv_handle_t *)&cs.poll, NULL);
+  uv_close((uv_handle_t *)&cs.sigint, NULL);
+out:
+  moor_close(m);
+  return status;
+}
+
 static int cmd_dev(const opts *o) {
   if (o->nargs) return usage_error("dev takes no arguments%s", "");
   int status = 0;
@@ -476,6 +583,8 @@ int main(int argc, char **argv) {
     status = cmd_list(&o, 0);
   } else if (!strcmp(c, "logs")) {
     status = cmd_list(&o, 1);
+  } else if (!strcmp(c, "chat")) {
+    status = cmd_chat(&o);
   } else if (!strcmp(c, "dev")) {
     status = cmd_dev(&o);
   } else if (!strcmp(c, "answer")) {

@@ -559,3 +559,45 @@ int moor_serve(moor *m) {
   uv_run(&m->loop, UV_RUN_NOWAIT);
   return moor_call_engine(m, "shutdown", 0, 0);
 }
+
+int moor_session_start(moor *m, const char *message, char *session_id, size_t size) {
+  lua_State *L = m->L;
+  if (message) lua_pushstring(L, message);
+  else lua_pushnil(L);
+  int rc = moor_call_engine(m, "session_start", 1, 2);
+  if (rc) return rc;
+  if (lua_isnil(L, -2)) {
+    set_err(m, 0, "%s", lua_tostring(L, -1));
+    lua_pop(L, 2);
+    return MOOR_EINVAL;
+  }
+  if (session_id && size) snprintf(session_id, size, "%s", lua_tostring(L, -2));
+  lua_pop(L, 2);
+  return 0;
+}
+
+int moor_session_send(moor *m, const char *session_id, const char *message, const char *turn_policy) {
+  lua_State *L = m->L;
+  lua_pushstring(L, session_id);
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  if (turn_policy) {
+    lua_pushstring(L, turn_policy);
+    lua_setfield(L, -2, "turnPolicy");
+  }
+  return api_result(m, moor_call_engine(m, "session_send", 2, 4));
+}
+
+int moor_format_event(moor *m, const moor_event *ev, char **out) {
+  lua_State *L = m->L;
+  *out = NULL;
+  lua_pushstring(L, ev->run_id);
+  lua_pushstring(L, ev->kind);
+  lua_pushstring(L, ev->payload);
+  int rc = moor_call_engine(m, "format_event", 3, 1);
+  if (rc) return rc;
+  if (!lua_isnil(L, -1) && !(*out = dup_top(L, -1))) rc = MOOR_ENOMEM;
+  lua_pop(L, 1);
+  return rc;
+}

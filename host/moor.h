@@ -121,6 +121,16 @@ MOOR_API int moor_answer_line(moor *m, const char *request_id, const char *line)
  * (it takes effect when they resume). MOOR_ENOTFOUND, MOOR_ECONFLICT. */
 MOOR_API int moor_cancel(moor *m, const char *run_id);
 
+/* Sessions with the agent (agent/agent.lua): start one (message may be
+ * NULL) and get its id; send a message (turn_policy "steer", the default, or
+ * "queue"). The session's events reach moor_on_event like any run's. */
+MOOR_API int moor_session_start(moor *m, const char *message, char *session_id, size_t size);
+MOOR_API int moor_session_send(moor *m, const char *session_id, const char *message, const char *turn_policy);
+
+/* A committed event as one readable line for a terminal (caller frees *out;
+ * NULL when the event is not worth showing). */
+MOOR_API int moor_format_event(moor *m, const moor_event *ev, char **out);
+
 /* Serve the HTTP API on addr ("127.0.0.1:7373"; port 0 picks a free one).
  * The URL it listens on is copied into url. A non-loopback address needs
  * $MOOR_API_TOKEN (every /v1 route then wants "Authorization: Bearer ..."). */

@@ -1395,6 +1395,41 @@ function M.serving(url)
   require("moor.http").configure { url = url, token = os.getenv("MOOR_API_TOKEN") }
 end
 
+--- Sessions from the C API (moor_session_start / moor_session_send).
+function M.session_start(message)
+  local session = require "moor.session"
+  if not M.tools[session.TOOL] then return nil, "this agent has no agent.lua, so it cannot hold sessions" end
+  return session.create(message)
+end
+
+function M.session_send(id, body)
+  return require("moor.session").send(id, body)
+end
+
+--- One readable line for a terminal channel (moor chat), or nil.
+function M.format_event(run_id, kind, payload)
+  local p = decode(payload) or {}
+  if kind == "message.completed" then return "agent: " .. tostring(p.text) end
+  if kind == "action.started" then
+    return ("  -> %s %s"):format(p.toolName, encode(p.input))
+  elseif kind == "action.result" then
+    if p.denied then return ("  <- %s: denied"):format(p.toolName) end
+    if p.isError then return ("  <- %s failed: %s"):format(p.toolName, tostring(p.error)) end
+    local out = encode(p.output) or ""
+    if #out > 200 then out = out:sub(1, 200) .. "..." end
+    return ("  <- %s: %s"):format(p.toolName, out)
+  elseif kind == "action.partial" then
+    return ("  .. %s"):format(encode(p.output))
+  elseif kind == "turn.failed" then
+    return ("turn failed: %s"):format(p.error and p.error.message or "?")
+  elseif kind == "agent.started" then
+    return ("  (agent %s joined)"):format(p.name)
+  elseif kind == "input.resolved" and p.outcome == "cancelled" then
+    return "  (question withdrawn)"
+  end
+  return nil, run_id
+end
+
 function M.run_tests(args)
   return require("moor.testrunner").run(args)
 end
