@@ -111,6 +111,26 @@ int main(int argc, char **argv) {
          (after - before) / 10000.0, before, after);
   moor_close(m);
 
+  /* 5. Sessions with a scripted model (no model time): a turn is two model
+   * steps and one plain tool call. */
+  m = open_db("sessions.db", MOOR_DURABILITY_NORMAL);
+  char sid[64];
+  check(m, moor_session_start(m, NULL, sid, sizeof sid));
+  check(m, moor_run(m));
+  t0 = now_s();
+  for (int i = 0; i < 1000; i++) {
+    check(m, moor_session_send(m, sid, "go", NULL));
+    check(m, moor_run(m));
+  }
+  double turn = (now_s() - t0) / 1000;
+  printf("one session, 1,000 turns:         %8.0f us/turn   (2 model steps + 1 tool call, no model time)\n",
+         turn * 1e6);
+  t0 = now_s();
+  for (int i = 0; i < 1000; i++) check(m, moor_session_start(m, "go", sid, sizeof sid));
+  check(m, moor_run(m));
+  printf("1,000 new sessions, one turn each: %8.0f sessions/s\n", 1000 / (now_s() - t0));
+  moor_close(m);
+
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) return 1;
