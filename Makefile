@@ -32,6 +32,11 @@ test:
 bench: build
 	cmake --build $(BUILD) --target moor_bench -j $(JOBS)
 	$(BUILD)/moor_bench tests/bench/agent
+	@command -v wrk >/dev/null || apt-get install -y wrk >/dev/null 2>&1 || \
+	  { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; } || \
+	  echo "wrk could not be installed: no requests/s figure"
+	$(CC) -O2 -Wall -Wextra -o $(BUILD)/moor_http_bench tests/bench/http_bench.c -lcurl
+	$(BUILD)/moor_http_bench $(BUILD)/moor tests/bench/agent tests/bench/wrk_webhook.lua
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

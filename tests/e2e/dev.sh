@@ -130,3 +130,13 @@ raw() {
     timeout "$secs" cat <&3 || true
   )
 }
+
+# settled RUN STATUS: wait until RUN is no longer running, then it must be
+# STATUS (else fail with the run as the API shows it).
+not_running() { [ "$(status "$1")" != running ]; }
+settled() {
+  wait_for not_running "$1"
+  local got
+  got=$(status "$1")
+  [ "$got" = "$2" ] || fail "run $1 ended $got, not $2: $(run_body "$1")"
+}

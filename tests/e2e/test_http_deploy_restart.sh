@@ -38,7 +38,7 @@ sleep 0.3
 req POST "/v1/inputs/$REQ" '{"optionId":"approve"}'
 expect 200 "answer approve"
 [ "$(field outcome)" = answered ] || fail "answer response: $BODY"
-wait_for has_status "$RUN" completed
+settled "$RUN" completed
 run_body "$RUN" | grep -qF '"result":{"deployed":true,"url":"https://web.example.internal"}' \
   || fail "wrong result: $BODY"
 wait $SSE_PID || fail "the SSE stream did not end cleanly after run.completed"
