@@ -509,6 +509,8 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   return moor_call_engine(m, "serving", 2, 0);
 }
 
+static void on_serve_due(uv_timer_t *t);
+
 static void on_check(uv_check_t *h) {
   moor *m = h->data;
   long long due;
@@ -518,7 +520,14 @@ static void on_check(uv_check_t *h) {
     return;
   }
   uv_timer_stop(&m->timer);
-  if (due >= 0) uv_timer_start(&m->timer, on_due, (uint64_t)due, 0);
+  if (due >= 0) uv_timer_start(&m->timer, on_serve_due, (uint64_t)due, 0);
+}
+
+/* While serving, the engine's timer runs a tick itself: a loop iteration
+ * whose only event is this timer must still run what fell due. */
+static void on_serve_due(uv_timer_t *t) {
+  moor *m = t->data;
+  on_check(&m->check);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -538,6 +547,7 @@ int moor_serve(moor *m) {
   m->serving = 1;
   uv_check_init(&m->loop, &m->check);
   m->check.data = m;
+  m->timer.data = m;
   uv_check_start(&m->check, on_check);
   uv_signal_init(&m->loop, &m->sigint);
   uv_signal_init(&m->loop, &m->sigterm);

@@ -83,13 +83,18 @@ static int prepare(moor_store *s, sqlite3_stmt **st, const char *sql) {
   return 0;
 }
 
-static int migrate(moor_store *s) {
+static int read_version(moor_store *s) {
   sqlite3_stmt *st = NULL;
-  int version = 0;
-  if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-    return fail(s, MOOR_EIO, "read schema version");
+  int version = -1;
+  if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) return -1;
   if (sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
+  return version;
+}
+
+static int migrate(moor_store *s) {
+  int version = read_version(s);
+  if (version < 0) return fail(s, MOOR_EIO, "read schema version");
   int target = (int)(sizeof migrations / sizeof migrations[0]);
   if (version > target) {
     snprintf(s->err, sizeof s->err,
@@ -102,6 +107,14 @@ static int migrate(moor_store *s) {
     snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", v + 1);
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
       return fail(s, MOOR_EIO, "migrate");
+    /* Another process (a reader opening the same new file) may have
+     * migrated while we waited for the write lock: read it again. */
+    int now = read_version(s);
+    if (now > v) {
+      sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+      v = now - 1;
+      continue;
+    }
     if (sqlite3_exec(s->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_exec(s->db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
       int rc = fail(s, MOOR_EIO, "migrate");
@@ -126,10 +139,16 @@ int moor_store_open(moor_store *s, const char *path, int durability) {
   /* NORMAL in WAL mode survives a killed process; FULL also survives power loss. */
   const char *sync = durability == MOOR_DURABILITY_FULL ? "PRAGMA synchronous=FULL"
                                                         : "PRAGMA synchronous=NORMAL";
-  if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK ||
-      sqlite3_exec(s->db, sync, NULL, NULL, NULL) != SQLITE_OK)
+  /* Switching a new file to WAL needs it to itself, and SQLite does not wait
+   * for that with the busy handler: retry while another process opens it. */
+  int rc = SQLITE_BUSY;
+  for (int i = 0; i < 250 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED); i++) {
+    rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) sqlite3_sleep(20);
+  }
+  if (rc != SQLITE_OK || sqlite3_exec(s->db, sync, NULL, NULL, NULL) != SQLITE_OK)
     return fail(s, MOOR_EIO, path);
-  int rc = migrate(s);
+  rc = migrate(s);
   if (rc) return rc;
   if ((rc = prepare(s, &s->append,
                     "INSERT INTO events(run_id,seq,op,kind,name,payload,time) VALUES(?,?,?,?,?,?,?)")) ||

@@ -15,6 +15,9 @@ local schema = require "moor.schema"
 
 local M = {}
 
+local OPKIND -- log kind -> op kind (set below, with the replay code)
+local mark_waiting -- forward
+
 local OP = setmetatable({}, { __name = "moor.op", __tostring = function() return "moor.op" end })
 M.OP = OP
 M.MAX_RESULT = 64 * 1024
@@ -230,6 +233,10 @@ local function progress(r, v)
     finish_run(r, false, errors.new("InvalidProgress", err))
     return false
   end
+  -- Snapshots are last-write-wins: the same one again (a body replayed to
+  -- where it last reported) is not news.
+  if text == r.last_progress_text then return true end
+  r.last_progress_text = text
   append(r, nil, "progress", nil, text)
   return true
 end
@@ -251,6 +258,11 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
   while ok and co_status(co) == "suspended" do
     if v == IO then
       step_info = nil
+      if not info.marked then
+        -- A step parked on I/O leaves a mark, as a waiting op does (above).
+        info.marked = true
+        mark_waiting(r, n, "step.started", name, "{}")
+      end
       local resumed = false
       M.io_inflight = M.io_inflight + 1
       local started, serr = pcall(w, function(...)
@@ -433,9 +445,20 @@ local function create_hook(r, n, spec)
   complete(r, n, "hook.created", spec.kind, encode(p))
 end
 
+-- An op that parks with nothing to record yet still leaves a mark in the log
+-- ("waiting"), so a restart after later ops were recorded sees this op in its
+-- place instead of a gap.
+mark_waiting = function(r, n, kind, name, payload)
+  local rec = r.recorded[n]
+  if rec then return end
+  append(r, n, kind, name, payload)
+  r.recorded[n] = { kind = OPKIND[kind], name = name }
+end
+
 local function await_hook(r, n, token)
   local payload = take_delivery(token)
   if payload then return complete(r, n, "hook.received", "await", payload) end
+  mark_waiting(r, n, "hook.waiting", "await", encode({ token = token }))
   r.hook_waiting[token] = n
 end
 
@@ -767,7 +790,8 @@ end
 local COMPLETIONS = { ["step.result"] = true, ["step.error"] = true, ["timer.fired"] = true,
                       ["input.resolved"] = true, ["hook.created"] = true, ["hook.received"] = true,
                       ["child.started"] = true, ["child.settled"] = true }
-local OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
+OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
+                 ["step.started"] = "step", ["hook.waiting"] = "hook.await", ["child.waiting"] = "child.await",
                  ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
                  ["input.requested"] = "ask", ["input.resolved"] = "ask",
                  ["hook.created"] = "hook", ["hook.received"] = "hook.await",
@@ -813,6 +837,8 @@ local function load_run(row)
       end
     elseif kind == "version" then
       r.versions[names[i]] = decode(payloads[i])
+    elseif kind == "progress" then
+      r.last_progress_text = payloads[i]
     elseif kind == "run.cancel" or kind == "run.abort" then
       nreplay = nreplay + 1
       replay[nreplay] = i
@@ -1109,6 +1135,7 @@ function M.await_child(r, n, child_id)
       error = { code = "NotFound", message = "unknown run " .. tostring(child_id) } }))
   end
   if row.status ~= "running" then return complete(r, n, "child.settled", "await", settled_payload(row)) end
+  mark_waiting(r, n, "child.waiting", "await", encode({ runId = child_id }))
   r.child_waiting[child_id] = n
 end
 
