@@ -333,20 +333,37 @@ typedef struct after_timer {
   uv_timer_t t;
   lua_State *L;
   int ref;
+  struct after_timer *next, **prev; /* in m->afters, so moor_close can drop them */
 } after_timer;
 
 static void after_closed(uv_handle_t *h) { free(h->data); }
 
+static void after_unlink(after_timer *a) {
+  *a->prev = a->next;
+  if (a->next) a->next->prev = a->prev;
+}
+
 static void after_fired(uv_timer_t *t) {
   after_timer *a = t->data;
   lua_State *L = a->L;
+  after_unlink(a);
   lua_rawgeti(L, LUA_REGISTRYINDEX, a->ref);
   luaL_unref(L, LUA_REGISTRYINDEX, a->ref);
+  uv_close((uv_handle_t *)t, after_closed);
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
     fprintf(stderr, "moor: timer callback: %s\n", lua_tostring(L, -1));
     lua_pop(L, 1);
   }
-  uv_close((uv_handle_t *)t, after_closed);
+}
+
+/* Before the Lua state goes: drop pending timers without calling them. */
+void moor_core_close_afters(moor *m) {
+  while (m->afters) {
+    after_timer *a = m->afters;
+    after_unlink(a);
+    luaL_unref(a->L, LUA_REGISTRYINDEX, a->ref);
+    uv_close((uv_handle_t *)&a->t, after_closed);
+  }
 }
 
 static int l_after(lua_State *L) {
@@ -360,6 +377,10 @@ static int l_after(lua_State *L) {
   a->ref = luaL_ref(L, LUA_REGISTRYINDEX);
   uv_timer_init(&m->loop, &a->t);
   a->t.data = a;
+  a->next = m->afters;
+  if (a->next) a->next->prev = &a->next;
+  a->prev = &m->afters;
+  m->afters = a;
   uv_timer_start(&a->t, after_fired, (uint64_t)(ms < 0 ? 0 : ms), 0);
   return 0;
 }

@@ -28,6 +28,7 @@ struct moor {
   uv_check_t check;       /* ticks the engine after each loop iteration (serve) */
   uv_signal_t sigint, sigterm;
   int serving;
+  struct after_timer *afters; /* core.after timers pending (core.c) */
   char err[8192];
 };
 
@@ -35,6 +36,7 @@ int luaopen_moor_core(lua_State *L);
 /* The engine that owns L (stored in the registry by moor_open). */
 moor *moor_from_lua(lua_State *L);
 void moor_core_bind(lua_State *L, moor *m);
+void moor_core_close_afters(moor *m);
 /* Call engine[fn] with nargs pushed; leaves nres results, or MOOR_ELUA. */
 int moor_call_engine(moor *m, const char *fn, int nargs, int nres);
 

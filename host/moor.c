@@ -179,6 +179,7 @@ void moor_close(moor *m) {
       /* Flush anything still uncommitted: a closed engine loses nothing. */
       if (moor_call_engine(m, "shutdown", 0, 0)) fprintf(stderr, "moor: %s\n", m->err);
     }
+    moor_core_close_afters(m);
     lua_close(m->L);
   }
   moor_store_close(&m->store);

@@ -128,6 +128,12 @@ local function is_replaying(r)
   return r.rpos <= r.nreplay
 end
 
+-- The body has not yet re-issued every op the log holds: what it publishes
+-- now was published before the restart.
+local function behind_log(r)
+  return r.rpos <= r.nreplay or r.nops < r.max_op
+end
+
 -- Live work for a run waits until its replay is over, so that results keep
 -- the order the log gives them.
 local function live(r, fn)
@@ -161,6 +167,9 @@ local function take(r, n, kind, payload, time)
   if r.settled then return nil end
   local th = r.waiters[n]
   if not th then
+    -- After a cancel the op's waiter got Cancelled instead; a result that
+    -- arrived in the same round is moot (and replays the same way).
+    if r.cancelling then return nil end
     local rec = r.recorded[n]
     return finish_run(r, false, errors.new("NonDeterminism",
       ("non-determinism at seq %d: the log recorded a result for %s '%s' but the body never waited on it"):format(
@@ -227,7 +236,7 @@ end
 
 local function progress(r, v)
   r.last_progress = v
-  if is_replaying(r) then return true end
+  if behind_log(r) then return true end
   local text, err = encode(v, M.MAX_RESULT, "progress")
   if not text then
     finish_run(r, false, errors.new("InvalidProgress", err))
@@ -459,7 +468,9 @@ local function await_hook(r, n, token)
   local payload = take_delivery(token)
   if payload then return complete(r, n, "hook.received", "await", payload) end
   mark_waiting(r, n, "hook.waiting", "await", encode({ token = token }))
-  r.hook_waiting[token] = n
+  local q = r.hook_waiting[token]
+  if not q then q = {}; r.hook_waiting[token] = q end
+  q[#q + 1] = n -- several branches may await one hook: first come, first served
 end
 
 -- Futures: branches started with moor.async.
@@ -519,7 +530,7 @@ local function handle_op(r, th, kind, name, spec)
     if v == nil then
       -- First time this marker is met: a run that is still replaying started
       -- before the marker existed, so it takes the oldest supported version.
-      v = is_replaying(r) and spec.min or spec.max
+      v = behind_log(r) and spec.min or spec.max
       r.versions[id] = v
       append(r, nil, "version", id, encode(v))
     end
@@ -582,16 +593,16 @@ local function handle_op(r, th, kind, name, spec)
       add_timer(r, due, fire_sleep(r, n))
     end)
   elseif kind == "ask" then
-    live(r, function() start_ask(r, n, spec, rec) end)
+    live(r, function() if r.waiters[n] then start_ask(r, n, spec, rec) end end)
   elseif kind == "hook" then
-    live(r, function() create_hook(r, n, spec) end)
+    live(r, function() if r.waiters[n] then create_hook(r, n, spec) end end)
   elseif kind == "hook.await" then
     r.hook_ops[n] = spec.token
-    live(r, function() await_hook(r, n, spec.token) end)
+    live(r, function() if r.waiters[n] then await_hook(r, n, spec.token) end end)
   elseif kind == "child" then
-    live(r, function() M.start_child(r, n, spec) end)
+    live(r, function() if r.waiters[n] then M.start_child(r, n, spec) end end)
   elseif kind == "child.await" then
-    live(r, function() M.await_child(r, n, spec.runId) end)
+    live(r, function() if r.waiters[n] then M.await_child(r, n, spec.runId) end end)
   else
     finish_run(r, false, errors.new("UnknownOp", "unknown op kind '" .. tostring(kind) .. "'"))
   end
@@ -648,12 +659,17 @@ local notify_parent -- forward
 local function end_run(r, status)
   r.settled = true
   r.status = status
+  if status == "running" then
+    -- Dropped from memory to be replayed (t.restart): not ended, so no
+    -- cleanup runs and nobody is told it settled.
+    for _, th in ipairs(r.threads) do th.dead = true end
+    if runs[r.id] then runs[r.id] = nil; nruns = nruns - 1 end
+    return
+  end
   if r.parent_id then notify_parent(r) end
   -- A run that ends takes the runs it started with it (an agent's session).
-  if status ~= "running" then -- (running: dropped from memory to be replayed, not ended)
-    local kids = core.query("SELECT id FROM runs WHERE parent_id=? AND status='running'", r.id)
-    for _, k in ipairs(kids or {}) do M.cancel(k.id) end
-  end
+  local kids = core.query("SELECT id FROM runs WHERE parent_id=? AND status='running'", r.id)
+  for _, k in ipairs(kids or {}) do M.cancel(k.id) end
   for _, th in ipairs(r.threads) do
     if not th.dead and co_status(th.co) == "suspended" then co_close(th.co) end
     th.dead = true
@@ -726,7 +742,12 @@ apply_cancel = function(r)
     r.waiters[n] = nil
     withdraw(r, n, false)
     local token = r.hook_ops[n]
-    if token then r.hook_waiting[token] = nil end
+    local q = token and r.hook_waiting[token]
+    if q then
+      for i = #q, 1, -1 do
+        if q[i] == n then table.remove(q, i) end
+      end
+    end
     for child, op in pairs(r.child_waiting) do
       if op == n then
         r.child_waiting[child] = nil
@@ -870,6 +891,20 @@ end
 ---------------------------------------------------------------------------
 -- the scheduler round
 
+-- Run every ready thread until all are parked.
+local function drain()
+  while qhead <= qtail do
+    local th = runq[qhead]
+    runq[qhead] = nil
+    qhead = qhead + 1
+    resume_thread(th)
+  end
+  qhead, qtail = 1, 0
+end
+
+-- Commit the batch, then hand its results over one at a time, running to
+-- quiescence after each: exactly what replay does with the same log, so the
+-- branches wake in the same order (and issue their ops in the same order).
 local function commit_and_deliver()
   local ok, err = core.commit()
   if not ok then error("cannot commit: " .. tostring(err), 0) end
@@ -879,6 +914,7 @@ local function commit_and_deliver()
   for i = 1, n do
     local p = list[i]
     deliver(p[1], p[2], p[3], p[4], p[5])
+    drain()
   end
 end
 
@@ -909,6 +945,20 @@ local function replay_round()
   return progressed
 end
 
+-- Timers of settled runs (a lost race against a long timer, a cancel's
+-- grace) are dropped now and then rather than kept until they fall due.
+local ticks = 0
+local function compact_heap()
+  local keep = {}
+  for i = 1, nheap do
+    if not heap[i].run.settled then keep[#keep + 1] = heap[i] end
+  end
+  if #keep == nheap then return end
+  heap, nheap = {}, 0
+  for _, t in ipairs(keep) do heap_push(t) end
+end
+M.compact_timers = compact_heap
+
 --- Run everything that is ready; returns ms until the next timer, or nil.
 function M.tick()
   local now = now_ms()
@@ -917,13 +967,7 @@ function M.tick()
     if not t.run.settled then t.fire() end
   end
   while true do
-    while qhead <= qtail do
-      local th = runq[qhead]
-      runq[qhead] = nil
-      qhead = qhead + 1
-      resume_thread(th)
-    end
-    qhead, qtail = 1, 0
+    drain()
     local progressed = #replaying > 0 and replay_round()
     if npending > 0 then
       commit_and_deliver()
@@ -935,6 +979,8 @@ function M.tick()
   if not ok then error("cannot commit: " .. tostring(err), 0) end
   flush_listener()
   while nheap > 0 and heap[1].run.settled do heap_pop() end
+  ticks = ticks + 1
+  if ticks % 256 == 0 then compact_heap() end
   if nheap > 0 then
     local d = heap[1].due - now_ms()
     if d < 0 then d = 0 end
@@ -1114,6 +1160,11 @@ end
 -- child runs: a body starts a tool as its own run and parks until it settles
 
 function M.start_child(r, n, spec)
+  -- A crash between the child's commit and this op's result: reuse the run.
+  local existing = core.query("SELECT id FROM runs WHERE parent_id=? AND parent_op=?", r.id, n)
+  if existing and existing[1] then
+    return complete(r, n, "child.started", spec.tool, encode({ runId = existing[1].id }))
+  end
   local id, err, code = M.call(spec.tool, encode(spec.input == nil and {} or spec.input),
     { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none", setup = spec.setup })
   if not id then
@@ -1176,7 +1227,7 @@ end
 -- message.*, turn.*, action.result). Not an op: skipped while replaying.
 function M.publish(kind, payload)
   local r = current_run
-  if not r or is_replaying(r) then return end
+  if not r or behind_log(r) then return end
   append(r, nil, kind, nil, type(payload) == "string" and payload or encode(payload))
 end
 
@@ -1375,9 +1426,10 @@ function M.deliver(token, request)
   core.exec("INSERT INTO deliveries(token, n, run_id, payload, time) VALUES(?,?,?,?,?)", token, nrow[1].n + 1,
     h.run_id, payload, now_ms())
   local r = runs[h.run_id]
-  local op = r and r.hook_waiting[token]
+  local q = r and r.hook_waiting[token]
+  local op = q and table.remove(q, 1)
+  if q and #q == 0 then r.hook_waiting[token] = nil end
   if op then
-    r.hook_waiting[token] = nil
     core.exec("UPDATE deliveries SET consumed=1 WHERE token=? AND n=?", token, nrow[1].n + 1)
     complete(r, op, "hook.received", "await", payload)
   end
@@ -1466,6 +1518,7 @@ function M.shutdown()
 end
 
 function M.stats()
+  M.compact_timers()
   return { runs = nruns, timers = nheap }
 end
 

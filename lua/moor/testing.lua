@@ -105,7 +105,7 @@ function M.restart(id)
   local ok, err = engine.reload(id)
   if not ok then return nil, { message = err } end
   M.drive(id)
-  return outcome(id)
+  return M.outcome(id)
 end
 
 --- The run's event log: { {seq, op, kind, name, payload = decoded}, ... }.
