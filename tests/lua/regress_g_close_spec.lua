@@ -12,7 +12,7 @@ describe("restart", function()
     local cleaned = 0
     local cleanup = moor.step("g_cleanup", function() cleaned = cleaned + 1 end)
     local id = assert(t.start(workflow(function()
-      local _guard <close> = setmetatable -- luacheck: ignore({}, { __close = function() cleanup() end })
+      local _guard <close> = setmetatable({}, { __close = function() cleanup() end }) -- luacheck: ignore
       moor.sleep("1h")
       return "ok"
     end)))
