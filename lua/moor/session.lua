@@ -281,7 +281,9 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
   return { status = "failed", error = { code = "MaxSteps", message = reason } }
 end
 
--- Deliveries to another run, as steps: recorded, so a replay does not send twice.
+-- Deliveries to another run, as steps: recorded, so a replay does not send
+-- again (a crash between the delivery and the step's commit can: steps are
+-- at-least-once).
 local deliver_step = moor.step("agent.deliver", function(token, payload)
   local kind, _, _, message = engine.deliver(token, payload)
   if not kind then error(moor.FatalError(message)) end

@@ -160,8 +160,12 @@ describe("sessions", function()
     assert.are.equal(2, calls)
     engine.agent = agent
     t.restart(c.sessionId) -- replay the whole conversation from the log
-    engine.agent = nil
+    assert.are.equal("running", engine.run_status(c.sessionId)) -- replayed cleanly, waiting for messages
     assert.are.equal(2, calls)
+    -- and it goes on: a new message is a new turn
+    t.converse(agent, { "again" }, { sessionId = c.sessionId })
+    engine.agent = nil
+    assert.are.equal(3, calls)
   end)
 
   describe("approvals", function()
