@@ -387,8 +387,14 @@ local function session_body(input, ctx)
       if published or not answer_step(pending_runs(), d.message) then
         turns = turns + 1
         transcript[#transcript + 1] = { role = "user", content = d.message }
-        local outcome = run_turn(agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state,
-          d.outputSchema)
+        local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter,
+          state, d.outputSchema)
+        if not ok then
+          -- A cancelled turn answers its sender "waiting" (neither message nor
+          -- error), then the cancel goes on.
+          if d.replyTo then pcall(deliver_step, d.replyTo, { status = "waiting" }) end
+          error(outcome, 0)
+        end
         if d.replyTo then deliver_step(d.replyTo, outcome) end
       end
     end

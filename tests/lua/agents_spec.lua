@@ -92,4 +92,29 @@ describe("ctx.agent", function()
     end)
     engine.tools.helper = nil
   end)
+
+  it("gives { status = 'waiting' } for a turn cancelled while the caller waits", function()
+    local slow = moor.defineWorkflowTool { description = "sleeps", inputSchema = s.object {},
+      execute = function() moor.sleep("1h") end }
+    moor._bind(slow, "slow_tool", "spec")
+    engine.register("slow_tool", slow)
+    local sleeper = moor.defineAgent { instructions = "x",
+      model = t.script(function() return { toolCalls = { { name = "slow_tool", input = {} } } } end) }
+    with_agents(root, { sleeper = sleeper }, function()
+      local id = assert(t.start(workflow(function(_, ctx)
+        local resp = ctx.agent("sleeper"):send("go")
+        coroutine.yield { sessionId = resp.sessionId }
+        return resp:result()
+      end), {}))
+      t.drive(id)
+      local sid
+      for _, e in ipairs(t.events(id)) do
+        if e.kind == "progress" then sid = e.payload.sessionId end
+      end
+      assert.is_true(t.cancel(sid))
+      t.drive(id)
+      assert.are.same({ status = "waiting" }, (t.outcome(id)))
+    end)
+    engine.tools.slow_tool = nil
+  end)
 end)
