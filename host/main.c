@@ -418,14 +418,132 @@ static void chat_sigint(uv_signal_t *h, int signum) {
   cs->quit = 1;
 }
 
+/* moor chat through a running moor dev: the session's stream as text
+ * (?format=text) read with libcurl's multi interface, stdin polled beside it. */
+typedef struct sse_state {
+  char buf[16384];
+  size_t len;
+  int busy;
+} sse_state;
+
+static size_t sse_write(char *data, size_t size, size_t n, void *ud) {
+  sse_state *ss = ud;
+  size_t total = size * n;
+  for (size_t i = 0; i < total; i++) {
+    char c = data[i];
+    if (c != '\n') {
+      if (ss->len + 1 < sizeof ss->buf) ss->buf[ss->len++] = c;
+      continue;
+    }
+    ss->buf[ss->len] = 0;
+    if (!strncmp(ss->buf, "event: ", 7)) {
+      const char *k = ss->buf + 7;
+      if (!strcmp(k, "turn.started")) ss->busy = 1;
+      if (!strcmp(k, "turn.completed") || !strcmp(k, "turn.failed")) ss->busy = 0;
+    } else if (!strncmp(ss->buf, "data: ", 6) && ss->buf[6]) {
+      printf("%s\n", ss->buf + 6);
+      fflush(stdout);
+    }
+    ss->len = 0;
+  }
+  return total;
+}
+
+static volatile sig_atomic_t chat_interrupted;
+static void chat_on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
+
+static int post_quiet(const char *url, const char *body, char *resp, size_t resp_size) {
+  CURL *c = curl_easy_init();
+  if (!c) return -1;
+  char auth[600];
+  struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+  const char *token = getenv("MOOR_API_TOKEN");
+  if (token && *token) {
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    h = curl_slist_append(h, auth);
+  }
+  if (resp && resp_size) resp[0] = 0;
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)resp);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  long code = 0;
+  CURLcode rc = curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  return rc == CURLE_OK ? (int)code : -1;
+}
+
+static int chat_http(const char *base) {
+  char url[2048], resp[4096], sid[128], body[9000], q[8300];
+  snprintf(url, sizeof url, "%s/v1/sessions", base);
+  int code = post_quiet(url, "{}", resp, sizeof resp);
+  json_string_field(resp, "sessionId", sid, sizeof sid);
+  if (code != 201 || !sid[0]) {
+    fprintf(stderr, "moor: cannot start a session at %s: %d %s\n", base, code, resp);
+    return 2;
+  }
+  fprintf(stderr, "session %s (through %s): type a message; Ctrl-C cancels and quits\n", sid, base);
+  CURLM *multi = curl_multi_init();
+  CURL *stream = curl_easy_init();
+  sse_state ss = {{0}, 0, 0};
+  char auth[600];
+  struct curl_slist *h = NULL;
+  const char *token = getenv("MOOR_API_TOKEN");
+  if (token && *token) {
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    h = curl_slist_append(h, auth);
+  }
+  snprintf(url, sizeof url, "%s/v1/sessions/%s/stream?format=text", base, sid);
+  curl_easy_setopt(stream, CURLOPT_URL, url);
+  curl_easy_setopt(stream, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(stream, CURLOPT_WRITEFUNCTION, sse_write);
+  curl_easy_setopt(stream, CURLOPT_WRITEDATA, (void *)&ss);
+  curl_multi_add_handle(multi, stream);
+  signal(SIGINT, chat_on_sigint);
+  int eof = 0, running = 1, status = 0, idle_rounds = 0;
+  while (running && !chat_interrupted) {
+    struct curl_waitfd in = {0, CURL_WAIT_POLLIN, 0};
+    curl_multi_perform(multi, &running);
+    curl_multi_poll(multi, eof ? NULL : &in, eof ? 0 : 1, 200, NULL);
+    if (!eof && (in.revents & CURL_WAIT_POLLIN)) {
+      char line[8192];
+      if (!fgets(line, sizeof line, stdin)) {
+        eof = 1;
+      } else {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0]) {
+          json_quote(q, sizeof q, line);
+          snprintf(body, sizeof body, "{\"message\":%s}", q);
+          snprintf(url, sizeof url, "%s/v1/sessions/%s", base, sid);
+          if (post_quiet(url, body, resp, sizeof resp) != 202) fprintf(stderr, "moor: %s\n", resp);
+          else ss.busy = 1;
+        }
+      }
+    }
+    /* Input closed: leave once the session has been idle for a moment. */
+    if (eof && !ss.busy && ++idle_rounds > 5) break;
+    if (!eof || ss.busy) idle_rounds = 0;
+  }
+  if (chat_interrupted) {
+    fprintf(stderr, "\ncancelling the session\n");
+    snprintf(url, sizeof url, "%s/v1/sessions/%s/cancel", base, sid);
+    post_quiet(url, "{}", resp, sizeof resp);
+  }
+  curl_multi_remove_handle(multi, stream);
+  curl_easy_cleanup(stream);
+  curl_multi_cleanup(multi);
+  curl_slist_free_all(h);
+  return status;
+}
+
 static int cmd_chat(const opts *o) {
   if (o->nargs) return usage_error("chat takes no arguments%s", "");
   char url[1024];
-  if (moor_find_server(o->db, url, sizeof url) == 0) {
-    fprintf(stderr, "moor: a moor dev at %s drives this database; chat through it with the HTTP API "
-                    "(POST /v1/sessions, GET /v1/sessions/{id}/stream), or stop it and run moor chat\n", url);
-    return 2;
-  }
+  if (moor_find_server(o->db, url, sizeof url) == 0) return chat_http(url);
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;

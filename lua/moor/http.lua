@@ -54,6 +54,28 @@ local function sse_line(run, seq, kind, name, payload, time, op)
     name and json.encode(name) or "null", op and tostring(op) or "null", time, payload)
 end
 
+-- ?format=text: the same events as lines for a terminal (moor chat through a
+-- running moor dev): `event: <kind>` and `data: <line>`, no JSON to parse.
+local function text_line(run, seq, kind, payload)
+  local line
+  if kind == "input.requested" then
+    local p = json.decode(payload) or {}
+    local q = p.requestId and engine.format_input(p.requestId)
+    line = q and ("? " .. q .. "\n  (type your answer)") or nil
+  else
+    line = engine.format_event(run, kind, payload)
+  end
+  local out = { ("id: %d\nevent: %s\n"):format(seq, kind) }
+  for l in ((line or "") .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = "data: " .. l .. "\n" end
+  out[#out + 1] = "\n"
+  return table.concat(out)
+end
+
+local function event_text(st, run, seq, kind, name, payload, time, op)
+  if st.text then return text_line(run, seq, kind, payload) end
+  return sse_line(run, seq, kind, name, payload, time, op)
+end
+
 local function end_stream(conn)
   if streams[conn] then
     streams[conn] = nil
@@ -68,19 +90,19 @@ local function events_stream(req, id)
   local after = tonumber(req.headers["last-event-id"] or (req.query and req.query:match("after=(%d+)")) or 0)
   if not after then return fail(400, "bad_request", "Last-Event-ID must be an event id (a number)") end
   core.http_stream_start(req.conn, 200, "text/event-stream", "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n")
-  local last = after
+  local st = { run = id, last = after, text = req.query and req.query:find("format=text", 1, true) ~= nil }
   local settled = false
   for _, ev in ipairs(engine.events(id)) do
     if ev.seq > after then
-      core.http_write(req.conn, sse_line(id, ev.seq, ev.kind, ev.name, ev.payload, ev.time, ev.op))
-      last = ev.seq
+      core.http_write(req.conn, event_text(st, id, ev.seq, ev.kind, ev.name, ev.payload, ev.time, ev.op))
+      st.last = ev.seq
       if TERMINAL[ev.kind] then settled = true end
     end
   end
   if settled or run.status ~= "running" then
     core.http_end(req.conn)
   else
-    streams[req.conn] = { run = id, last = last }
+    streams[req.conn] = st
     nstreams = nstreams + 1
   end
   return "stream"
@@ -91,7 +113,7 @@ engine.subscribe(function(run, seq, kind, name, payload, time)
   for conn, st in pairs(streams) do
     if st.run == run and seq > st.last then
       st.last = seq
-      if not core.http_write(conn, sse_line(run, seq, kind, name, payload, time, nil)) then
+      if not core.http_write(conn, event_text(st, run, seq, kind, name, payload, time, nil)) then
         end_stream(conn)
       elseif TERMINAL[kind] then
         end_stream(conn)

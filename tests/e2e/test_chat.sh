@@ -20,5 +20,16 @@ grep -q '^? Deploy api?' "$T/chat.out" || fail "no question shown: $(cat "$T/cha
 grep -q '<- deploy: {"deployed":true' "$T/chat.out" || fail "no tool result: $(cat "$T/chat.out")"
 grep -q '^agent: Deployed: ' "$T/chat.out" || fail "no final text: $(cat "$T/chat.out")"
 [ "$(count "apply api" "$WITNESS")" = 1 ] || fail "apply ran $(count "apply api" "$WITNESS") times"
+
+# The same through a running moor dev (found from the database's lock).
+start_dev example 127.0.0.1:0
+{ printf 'deploy the api please\n'; sleep 2; printf 'Deploy\n'; sleep 2; } |
+  "$MOOR" chat --agent example >"$T/chat2.out" 2>"$T/chat2.err"
+grep -q "through http://127.0.0.1" "$T/chat2.err" || fail "chat did not go through moor dev: $(cat "$T/chat2.err")"
+grep -q -- '-> deploy {"service":"api"}' "$T/chat2.out" || fail "no tool call shown: $(cat "$T/chat2.out" "$T/chat2.err")"
+grep -q '^? Deploy api?' "$T/chat2.out" || fail "no question shown: $(cat "$T/chat2.out")"
+grep -q '^agent: Deployed: ' "$T/chat2.out" || fail "no final text: $(cat "$T/chat2.out")"
+[ "$(count "apply api" "$WITNESS")" = 2 ] || fail "the second deploy did not apply once"
+stop_dev
 kill $FAKE_PID
-pass "moor chat: tool call, question answered by a typed label, final text"
+pass "moor chat, in process and through moor dev: tool call, question answered by a typed label, final text"
