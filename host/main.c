@@ -281,29 +281,40 @@ static size_t collect(char *data, size_t size, size_t n, void *ud) {
   return size * n;
 }
 
-static int post_json(const char *url, const char *body) {
+/* POST a JSON body to a running moor dev (with $MOOR_API_TOKEN when set).
+ * Returns the HTTP status, or -1 when the server cannot be reached. */
+static int post_quiet(const char *url, const char *body, char *resp, size_t resp_size) {
   CURL *c = curl_easy_init();
-  if (!c) return 2;
-  char resp[4096] = "", auth[600] = "";
+  if (!c) return -1;
+  char auth[600];
   struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
   const char *token = getenv("MOOR_API_TOKEN");
   if (token && *token) {
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
     h = curl_slist_append(h, auth);
   }
+  if (resp && resp_size) resp[0] = 0;
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)resp);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-  CURLcode rc = curl_easy_perform(c);
   long code = 0;
+  CURLcode rc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
-  if (rc != CURLE_OK) {
-    fprintf(stderr, "moor: cannot reach the running moor dev at %s: %s\n", url, curl_easy_strerror(rc));
+  return rc == CURLE_OK ? (int)code : -1;
+}
+
+/* moor answer / moor cancel through a running moor dev: exit 0, 1 (refused)
+ * or 2 (unreachable). */
+static int post_json(const char *url, const char *body) {
+  char resp[4096];
+  int code = post_quiet(url, body, resp, sizeof resp);
+  if (code < 0) {
+    fprintf(stderr, "moor: cannot reach the running moor dev at %s\n", url);
     return 2;
   }
   if (code >= 300) {
@@ -451,31 +462,6 @@ static size_t sse_write(char *data, size_t size, size_t n, void *ud) {
 
 static volatile sig_atomic_t chat_interrupted;
 static void chat_on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
-
-static int post_quiet(const char *url, const char *body, char *resp, size_t resp_size) {
-  CURL *c = curl_easy_init();
-  if (!c) return -1;
-  char auth[600];
-  struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-  const char *token = getenv("MOOR_API_TOKEN");
-  if (token && *token) {
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    h = curl_slist_append(h, auth);
-  }
-  if (resp && resp_size) resp[0] = 0;
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)resp);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-  long code = 0;
-  CURLcode rc = curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_slist_free_all(h);
-  curl_easy_cleanup(c);
-  return rc == CURLE_OK ? (int)code : -1;
-}
 
 static int chat_http(const char *base) {
   char url[2048], resp[4096], sid[128], body[9000], q[8300];
