@@ -1048,7 +1048,8 @@ function M.call(name, input_json, opts)
   if not tool then
     local names = {}
     for k in pairs(M.tools) do
-      if k:sub(1, 6) ~= "moor__" then names[#names + 1] = k end
+      -- (built-in tools and a subagent's own tools, "<agent>.<tool>", are not listed)
+      if k:sub(1, 6) ~= "moor__" and not k:find(".", 1, true) then names[#names + 1] = k end
     end
     table.sort(names)
     return nil, ("unknown tool '%s'; this agent has: %s"):format(name,

@@ -132,7 +132,8 @@ function M.load(dir, engine)
         nerr = ("subagent '%s' has the same name as the tool agent/tools/%s.lua"):format(name, name)
       end
       if nerr then
-        errs[#errs + 1] = sdir .. ":1: " .. nerr:gsub("^bad tool name", "bad subagent name")
+        nerr = nerr:gsub("^bad tool name", "bad subagent name"):gsub("a tool's file name", "a subagent's folder name")
+        errs[#errs + 1] = sdir .. ":1: " .. nerr
       elseif not io.open(sdir .. "/agent.lua") then
         errs[#errs + 1] = sdir .. "/agent.lua:1: missing: a subagent folder needs an agent.lua"
       else
