@@ -339,6 +339,7 @@ local function session_body(input, ctx)
     running = {},         -- child run id -> call id, for the calls the turn waits on
     steered = {},         -- child runs a steering message aborted
     steers = {},          -- steering messages for the model, once the calls settle
+    joined = {},          -- reply hooks of messages that joined the running turn
   }
   -- One waiter on the inbox at a time, shared by the idle loop and the turns.
   local pending_delivery
@@ -366,6 +367,13 @@ local function session_body(input, ctx)
       queued[#queued + 1] = d
       return
     end
+    if d.turnPolicy == "join" then
+      -- ctx.agent's sends join the running turn: the model reads them at its
+      -- next step, nothing is aborted, and the turn's outcome answers them.
+      state.steers[#state.steers + 1] = d.message
+      if d.replyTo then state.joined[#state.joined + 1] = d.replyTo end
+      return
+    end
     for id in moor.sortedPairs(state.running) do
       state.steered[id] = true
       steer_step(id)
@@ -389,13 +397,16 @@ local function session_body(input, ctx)
         transcript[#transcript + 1] = { role = "user", content = d.message }
         local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter,
           state, d.outputSchema)
+        local replies = state.joined
+        state.joined = {}
+        if d.replyTo then table.insert(replies, 1, d.replyTo) end
         if not ok then
-          -- A cancelled turn answers its sender "waiting" (neither message nor
+          -- A cancelled turn answers its senders "waiting" (neither message nor
           -- error), then the cancel goes on.
-          if d.replyTo then pcall(deliver_step, d.replyTo, { status = "waiting" }) end
+          for _, to in ipairs(replies) do pcall(deliver_step, to, { status = "waiting" }) end
           error(outcome, 0)
         end
-        if d.replyTo then deliver_step(d.replyTo, outcome) end
+        for _, to in ipairs(replies) do deliver_step(to, outcome) end
       end
     end
   end
@@ -448,7 +459,7 @@ function M.agent_handle(name, ctx)
       engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId })
     end
     local reply = moor.createHook()
-    deliver_step(inbox_token(self.sessionId), { message = message, turnPolicy = "queue", replyTo = reply.token,
+    deliver_step(inbox_token(self.sessionId), { message = message, turnPolicy = "join", replyTo = reply.token,
       outputSchema = opts.outputSchema })
     return setmetatable({ hook = reply, sessionId = self.sessionId }, Response)
   end

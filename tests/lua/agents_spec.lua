@@ -117,4 +117,30 @@ describe("ctx.agent", function()
     end)
     engine.tools.slow_tool = nil
   end)
+
+  it("joins a message sent while the child's turn runs to that turn", function()
+    local slow = moor.defineWorkflowTool { description = "sleeps briefly", inputSchema = s.object {},
+      execute = function() moor.sleep("30ms"); return "slept" end }
+    moor._bind(slow, "brief_tool", "spec")
+    engine.register("brief_tool", slow)
+    local seen
+    local worker = moor.defineAgent { instructions = "x", model = t.script(function(turn)
+      if turn.n == 1 then return { toolCalls = { { name = "brief_tool", input = {} } } } end
+      seen = {}
+      for _, m in ipairs(turn.messages) do if m.role == "user" then seen[#seen + 1] = m.content end end
+      return "both handled"
+    end) }
+    with_agents(root, { worker = worker }, function()
+      local res = t.call(workflow(function(_, ctx)
+        local a = ctx.agent("worker")
+        local first = a:send("first")
+        local second = a:send("second") -- sent while the first turn runs
+        return { first = first:result(), second = second:result() }
+      end), {})
+      assert.are.same({ "first", "second" }, seen)
+      assert.are.equal("both handled", res.first.message)
+      assert.are.same(res.first, res.second)
+    end)
+    engine.tools.brief_tool = nil
+  end)
 end)
