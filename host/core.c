@@ -385,7 +385,9 @@ static int l_after(lua_State *L) {
   return 0;
 }
 
-int luaopen_moor_core(lua_State *L) {
+MOOR_API int luaopen_moor_core(lua_State *L) {
+  /* Loaded by a stock Lua (not the moor host): open an engine on this state. */
+  if (!moor_from_lua(L)) moor_open_module(L);
   static const luaL_Reg fns[] = {
     {"query", l_query},   {"exec", l_exec},       {"append", l_append},
     {"commit", l_commit}, {"events", l_events},   {"now", l_now},

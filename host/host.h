@@ -28,15 +28,18 @@ struct moor {
   uv_check_t check;       /* ticks the engine after each loop iteration (serve) */
   uv_signal_t sigint, sigterm;
   int serving;
+  int owns_L;             /* 0 in module mode: the Lua state is the host program's */
   struct after_timer *afters; /* core.after timers pending (core.c) */
   char err[8192];
 };
 
-int luaopen_moor_core(lua_State *L);
+MOOR_API int luaopen_moor_core(lua_State *L);
 /* The engine that owns L (stored in the registry by moor_open). */
 moor *moor_from_lua(lua_State *L);
 void moor_core_bind(lua_State *L, moor *m);
 void moor_core_close_afters(moor *m);
+/* Module mode (require "moor.core" from a stock Lua): open an engine on L. */
+int moor_open_module(lua_State *L);
 /* Call engine[fn] with nargs pushed; leaves nres results, or MOOR_ELUA. */
 int moor_call_engine(moor *m, const char *fn, int nargs, int nres);
 

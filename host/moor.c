@@ -17,7 +17,9 @@
 #define MOOR_LUA_DIR "lua"
 #endif
 
+#ifndef MOOR_NO_CJSON
 int luaopen_cjson(lua_State *L);
+#endif
 
 static int set_err(moor *m, int code, const char *fmt, const char *a) {
   snprintf(m->err, sizeof m->err, fmt, a ? a : "");
@@ -104,8 +106,10 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_setfield(L, -2, "moor.core");
   lua_pushcfunction(L, luaopen_moor_json);
   lua_setfield(L, -2, "moor.json.core");
+#ifndef MOOR_NO_CJSON
   lua_pushcfunction(L, luaopen_cjson);
   lua_setfield(L, -2, "cjson");
+#endif
   lua_pushcfunction(L, open_fetch);
   lua_setfield(L, -2, "moor.fetch.core");
   lua_pop(L, 1);
@@ -126,15 +130,11 @@ static int open_lua(moor *m, const char *lua_dir) {
   return 0;
 }
 
-int moor_open(moor **out, const moor_config *cfg) {
-  moor_config def = {0};
-  if (!cfg) cfg = &def;
-  *out = NULL;
-  moor *m = calloc(1, sizeof *m);
-  if (!m) return MOOR_ENOMEM;
+/* What every engine has, whoever owns the Lua state: the loop, the HTTP
+ * client, the lock and the store. */
+static int init_engine(moor *m, const moor_config *cfg) {
   m->lock_fd = -1;
   m->engine_ref = LUA_NOREF;
-  *out = m; /* even on failure, so the caller can read moor_errmsg, then moor_close */
   m->cfg = *cfg;
   const char *db = cfg->db_path;
   if (!db || !*db) db = getenv("MOOR_DB");
@@ -156,10 +156,60 @@ int moor_open(moor **out, const moor_config *cfg) {
     snprintf(m->err, sizeof m->err, "cannot open database %s: %s", db, m->store.err);
     return MOOR_EIO;
   }
+  return 0;
+}
+
+int moor_open(moor **out, const moor_config *cfg) {
+  moor_config def = {0};
+  if (!cfg) cfg = &def;
+  *out = NULL;
+  moor *m = calloc(1, sizeof *m);
+  if (!m) return MOOR_ENOMEM;
+  *out = m; /* even on failure, so the caller can read moor_errmsg, then moor_close */
+  m->owns_L = 1;
+  int rc = init_engine(m, cfg);
+  if (rc) return rc;
   const char *lua_dir = cfg->lua_dir;
   if (!lua_dir || !*lua_dir) lua_dir = getenv("MOOR_LUA_DIR");
   if (!lua_dir || !*lua_dir) lua_dir = MOOR_LUA_DIR;
   return open_lua(m, lua_dir);
+}
+
+/* Module mode: `require "moor.core"` from a stock Lua (the rockspec) opens an
+ * engine on that Lua state. The state owns the engine through a userdata in
+ * the registry whose __gc closes it. */
+static int module_gc(lua_State *L) {
+  moor **pm = lua_touserdata(L, 1);
+  if (pm && *pm) {
+    moor_store_commit(&(*pm)->store); /* nothing recorded is lost */
+    moor_close(*pm);
+    *pm = NULL;
+  }
+  return 0;
+}
+
+int moor_open_module(lua_State *L) {
+  moor_config cfg = {0};
+  moor *m = calloc(1, sizeof *m);
+  if (!m) return luaL_error(L, "moor: out of memory");
+  moor **pm = lua_newuserdatauv(L, sizeof *pm, 0);
+  *pm = m;
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, module_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "moor.engine.handle");
+  int rc = init_engine(m, &cfg);
+  if (rc) return luaL_error(L, "moor: %s", m->err);
+  m->L = L;
+  moor_core_bind(L, m);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_moor_json);
+  lua_setfield(L, -2, "moor.json.core");
+  lua_pushcfunction(L, open_fetch);
+  lua_setfield(L, -2, "moor.fetch.core");
+  lua_pop(L, 1);
+  return 0;
 }
 
 static void on_close(uv_handle_t *h) { (void)h; }
@@ -180,7 +230,7 @@ void moor_close(moor *m) {
       if (moor_call_engine(m, "shutdown", 0, 0)) fprintf(stderr, "moor: %s\n", m->err);
     }
     moor_core_close_afters(m);
-    lua_close(m->L);
+    if (m->owns_L) lua_close(m->L);
   }
   moor_store_close(&m->store);
   if (m->loop_ok) {

@@ -519,6 +519,45 @@ function M.fetch(url, opts)
   return table.unpack(done, 1, done.n)
 end
 
+--- moor.call(toolName, input) -> runId | nil, message: start a run (an
+-- embedder's entry point when moor is a Lua module; tools are registered
+-- with moor.register(name, tool) or moor.load(dir)).
+function M.call(name, input, opts)
+  local id, err = engine.call(name, json.encode(input == nil and {} or input), opts)
+  return id, err
+end
+
+--- moor.register(name, tool): make a tool callable by name.
+function M.register(name, tool)
+  if not M.isTool(tool) then error("moor.register needs a defineTool/defineWorkflowTool value", 2) end
+  engine.register(name, M._bind(tool, name, require("moor.core").hash(name)))
+end
+
+--- moor.load(dir): load an agent project (tools/, agent.lua, subagents/).
+function M.load(dir)
+  return engine.load_agent(dir)
+end
+
+--- moor.resume(): load every unfinished run from the database.
+function M.resume() return engine.resume_all() end
+
+--- moor.tick() -> ms until the next timer | nil: run what is ready, for a
+-- host that owns its loop (a game's frame).
+function M.tick() return engine.tick() end
+
+--- moor.run(): drive every run until none is runnable or due (blocking).
+function M.run()
+  local core = require "moor.core"
+  while true do
+    local due = engine.tick()
+    if not due then return end
+    core.wait(due)
+  end
+end
+
+--- moor.status(runId) -> status, result-or-error JSON text.
+function M.status(id) return engine.run_info(id) end
+
 --- pairs in a stable (sorted-key) order: Lua's pairs order differs between
 -- processes, so a body that makes ops while iterating must use this.
 function M.sortedPairs(t)

@@ -1,0 +1,52 @@
+-- Builds moor.core for a stock Lua 5.4 and installs the Lua side, so that
+-- `require "moor"` works in any Lua program (a game, an edge host):
+--   luarocks make rockspec/moor-scm-1.rockspec CURL_INCDIR=/usr/include/x86_64-linux-gnu
+-- (Debian keeps curl's headers in the multiarch directory.)
+-- CMake (the README's commands) stays the primary build; tests/module/smoke.lua
+-- is what this module must run.
+rockspec_format = "3.0"
+package = "moor"
+version = "scm-1"
+source = { url = "git+https://example.invalid/moor.git" }
+description = {
+  summary = "A durable host for agent tools written in Lua",
+  detailed = "Workflow tools that sleep, ask and wait for webhooks without holding compute, and survive crashes without repeating a finished step; sessions with models over libcurl.",
+  license = "MIT",
+}
+dependencies = { "lua >= 5.4, < 5.5" }
+external_dependencies = {
+  UV = { header = "uv.h", library = "uv" },
+  SQLITE = { header = "sqlite3.h", library = "sqlite3" },
+  CURL = { header = "curl/curl.h", library = "curl" },
+  HTTP_PARSER = { header = "http_parser.h", library = "http_parser" },
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["moor.core"] = {
+      sources = { "host/moor.c", "host/core.c", "host/store.c", "host/lock.c", "host/json.c", "host/http.c",
+                  "host/fetch.c", "host/fetch_lua.c" },
+      defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
+      incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)" },
+      libdirs = { "$(UV_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CURL_LIBDIR)", "$(HTTP_PARSER_LIBDIR)" },
+      libraries = { "uv", "sqlite3", "curl", "http_parser" },
+    },
+    ["moor"] = "lua/moor/init.lua",
+    ["moor.duration"] = "lua/moor/duration.lua",
+    ["moor.engine"] = "lua/moor/engine.lua",
+    ["moor.errors"] = "lua/moor/errors.lua",
+    ["moor.fence"] = "lua/moor/fence.lua",
+    ["moor.http"] = "lua/moor/http.lua",
+    ["moor.json"] = "lua/moor/json.lua",
+    ["moor.loader"] = "lua/moor/loader.lua",
+    ["moor.regex"] = "lua/moor/regex.lua",
+    ["moor.schema"] = "lua/moor/schema.lua",
+    ["moor.session"] = "lua/moor/session.lua",
+    ["moor.testing"] = "lua/moor/testing.lua",
+    ["moor.testrunner"] = "lua/moor/testrunner.lua",
+    ["moor.providers"] = "lua/moor/providers/init.lua",
+    ["moor.providers.openai"] = "lua/moor/providers/openai.lua",
+    ["moor.providers.anthropic"] = "lua/moor/providers/anthropic.lua",
+    ["moor.providers.scripted"] = "lua/moor/providers/scripted.lua",
+  },
+}

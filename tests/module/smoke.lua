@@ -1,0 +1,30 @@
+-- moor as a Lua module in a stock Lua 5.4 (the rockspec's build): require it,
+-- register a workflow tool, run it to the end, and read its log.
+local moor = require "moor"
+local core = require "moor.core"
+local s = moor.schema
+
+local double = moor.step("double", function(x) return x * 2 end)
+moor.register("twice", moor.defineWorkflowTool {
+  description = "Double twice, with a durable sleep between.",
+  inputSchema = s.object { n = s.integer() },
+  execute = function(input)
+    local a = double(input.n)
+    moor.sleep("20ms")
+    return { value = double(a) }
+  end,
+})
+
+local id = assert(moor.call("twice", { n = 5 }))
+moor.run()
+local status, result = moor.status(id)
+assert(status == "completed", "status: " .. tostring(status) .. " " .. tostring(result))
+assert(result == '{"value":20}', "result: " .. tostring(result))
+local events = core.query("SELECT kind FROM events WHERE run_id=? ORDER BY seq", id)
+local kinds = {}
+for _, e in ipairs(events) do kinds[#kinds + 1] = e.kind end
+assert(table.concat(kinds, ",") ==
+  "run.started,step.result,timer.scheduled,timer.fired,step.result,run.completed", table.concat(kinds, ","))
+local _, err = moor.call("twice", { n = "x" })
+assert(err and err:find("n: must be an integer", 1, true), "refusal: " .. tostring(err))
+print("ok: moor as a Lua module ran " .. id)
