@@ -386,6 +386,9 @@ function M.abort(signal, reason)
     local rec = r.recorded[n]
     if not r.settled and r.waiters[n] and not (rec and rec.done) then withdraw(r, n, true) end
   end
+  local listeners = signal._listeners
+  signal._listeners = nil
+  for _, fn in ipairs(listeners or {}) do fn(reason) end
 end
 
 local B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -236,19 +236,18 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
       engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
         usage = res.usage })
       engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
-      local outcome = { status = "completed", message = m.content or "" }
-      if output_schema then
-        -- Structured output: the final text must be JSON that fits the schema.
-        local data, derr = json.decode(m.content or "")
-        local vok, verr
-        if derr == nil then vok, verr = schema.validate(output_schema, data, "output") end
-        if derr or not vok then
-          return { status = "failed", message = m.content, error = { code = "InvalidOutput",
-            message = "the model's answer does not match outputSchema: " .. (derr or verr) } }
-        end
-        outcome.data = data
+      -- The seed's MessageResult: the session now waits for its next
+      -- message; message, or data when the turn asked for outputSchema.
+      if not output_schema then return { status = "waiting", message = m.content or "" } end
+      -- Structured output: the final text must be JSON that fits the schema.
+      local data, derr = json.decode(m.content or "")
+      local vok, verr
+      if derr == nil then vok, verr = schema.validate(output_schema, data, "output") end
+      if derr or not vok then
+        return { status = "failed", error = { code = "InvalidOutput",
+          message = "the model's answer does not match outputSchema: " .. (derr or verr) } }
       end
-      return outcome
+      return { status = "waiting", data = data }
     end
     for _, call in ipairs(calls) do
       engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
@@ -270,6 +269,12 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
       state.during_turn(v)
     end
     for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
+    if state.cancel_turn then
+      -- The sender's signal aborted: the turn ends here, reported as cancelled.
+      state.cancel_turn = false
+      engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage, cancelled = true })
+      return { status = "waiting" }
+    end
     -- Steering messages reach the model once the calls they stopped settle.
     for _, text in ipairs(state.steers) do
       transcript[#transcript + 1] = { role = "user", content = text }
@@ -360,6 +365,15 @@ local function session_body(input, ctx)
   -- turn (queue), or aborts the calls' signals and reaches the model when
   -- they settle (steer, the default).
   function state.during_turn(d)
+    if type(d) == "table" and d.cancelTurn then
+      -- A ctx.agent sender's signal aborted: stop the calls, end the turn.
+      state.cancel_turn = true
+      for id in moor.sortedPairs(state.running) do
+        state.steered[id] = true
+        steer_step(id)
+      end
+      return
+    end
     if type(d) ~= "table" or type(d.message) ~= "string" then return end
     engine.publish("message.received", { role = "user", text = d.message, turnPolicy = d.turnPolicy })
     if answer_step(pending_runs(), d.message) then return end
@@ -459,8 +473,23 @@ function M.agent_handle(name, ctx)
       engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId })
     end
     local reply = moor.createHook()
-    deliver_step(inbox_token(self.sessionId), { message = message, turnPolicy = "join", replyTo = reply.token,
+    local inbox = inbox_token(self.sessionId)
+    deliver_step(inbox, { message = message, turnPolicy = "join", replyTo = reply.token,
       outputSchema = opts.outputSchema })
+    local signal = opts.signal
+    if type(signal) == "table" and signal.kind == "signal" then
+      -- Aborting the signal cancels the turn the message started or joined;
+      -- the response still resolves (as a cancelled turn: "waiting").
+      local function cancel_turn()
+        if engine.in_body() then deliver_step(inbox, { cancelTurn = true })
+        else engine.deliver(inbox, { cancelTurn = true }) end
+      end
+      if signal.aborted then cancel_turn()
+      else
+        signal._listeners = signal._listeners or {}
+        signal._listeners[#signal._listeners + 1] = cancel_turn
+      end
+    end
     return setmetatable({ hook = reply, sessionId = self.sessionId }, Response)
   end
   return handle
@@ -474,7 +503,7 @@ function M.subagent_tool(name, sub)
     execute = function(input, ctx)
       local r = ctx.agent(name):send(input.message):result()
       if r.status == "failed" then error(moor.FatalError(r.error and r.error.message or "the agent failed")) end
-      return r.message
+      return r.message or r.data
     end,
   }
   return moor._bind(tool, name, core.hash("moor.subagent/" .. name))

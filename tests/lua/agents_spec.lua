@@ -32,7 +32,7 @@ describe("ctx.agent", function()
         return { r = r, agents = ctx.agents }
       end), {})
       assert.is_nil(err)
-      assert.are.same({ status = "completed", message = "found: the answer" }, res.r)
+      assert.are.same({ status = "waiting", message = "found: the answer" }, res.r)
       assert.are.same({ agent = { name = "agent", description = "The root.", hidden = false },
                         researcher = { name = "researcher", description = "Finds things.", hidden = true } },
         res.agents)
@@ -62,8 +62,9 @@ describe("ctx.agent", function()
         local bad = a:send("again", { outputSchema = schema }):result()
         return { good = good, bad = bad }
       end), {})
-      assert.are.equal("completed", res.good.status)
+      assert.are.equal("waiting", res.good.status)
       assert.are.same({ "a", "b" }, res.good.data.findings)
+      assert.is_nil(res.good.message) -- data, not message, when the turn asked for outputSchema
       assert.are.equal("failed", res.bad.status)
       assert.are.equal("InvalidOutput", res.bad.error.code)
     end)
@@ -142,5 +143,32 @@ describe("ctx.agent", function()
       assert.are.same(res.first, res.second)
     end)
     engine.tools.brief_tool = nil
+  end)
+
+  it("cancels the turn when the send's signal aborts; the response says waiting", function()
+    local slow = moor.defineWorkflowTool { description = "waits for a signal", inputSchema = s.object {},
+      execute = function(_, ctx)
+        local a = ctx.ask { prompt = "continue?", options = { { id = "y", label = "Y" } } }
+        return { asked = a.status }
+      end }
+    moor._bind(slow, "asking_tool", "spec")
+    engine.register("asking_tool", slow)
+    local calls = 0
+    local asker = moor.defineAgent { instructions = "x", model = t.script(function()
+      calls = calls + 1
+      return { toolCalls = { { name = "asking_tool", input = {} } } }
+    end) }
+    with_agents(root, { asker = asker }, function()
+      local res = t.call(workflow(function(_, ctx)
+        local c = moor.AbortController()
+        local resp = ctx.agent("asker"):send("go", { signal = c.signal })
+        moor.sleep("30ms")
+        c:abort("enough")
+        return resp:result()
+      end), {})
+      assert.are.same({ status = "waiting" }, res)
+      assert.are.equal(1, calls) -- the model was not asked again after the cancel
+    end)
+    engine.tools.asking_tool = nil
   end)
 end)

@@ -151,7 +151,6 @@ describe("child runs", function()
     local kid = require("moor.core").query("SELECT id FROM runs WHERE parent_id=?", parent_id)[1].id
     t.restart(kid)
     t.drive(parent_id)
-    print(require("moor.json").encode((t.outcome(parent_id))))
     assert.are.equal("running", engine.run_status(kid))
     assert.are.equal("running", engine.run_status(parent_id)) -- the parent still waits
   end)
