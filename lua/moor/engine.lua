@@ -214,9 +214,7 @@ end
 -- Record a result and queue it for delivery after the next commit. While the
 -- run is still replaying its log, delivery waits for the replay to end, so
 -- results reach the body in log order.
-local function complete(r, n, kind, name, payload)
-  local _, t = append(r, n, kind, name, payload)
-  local item = { r, n, kind, payload, t }
+local function queue_delivery(r, item)
   if is_replaying(r) then
     r.deferred[#r.deferred + 1] = function()
       npending = npending + 1
@@ -226,6 +224,11 @@ local function complete(r, n, kind, name, payload)
     npending = npending + 1
     pending[npending] = item
   end
+end
+
+local function complete(r, n, kind, name, payload)
+  local _, t = append(r, n, kind, name, payload)
+  queue_delivery(r, { r, n, kind, payload, t })
 end
 
 local function backoff(policy, attempt)
@@ -1359,13 +1362,7 @@ local function signal_run(run_id, kind)
   local payload = encode({ requested = now_ms() })
   if r then
     local _, t = append(r, nil, kind, nil, payload)
-    local item = { r, nil, kind, payload, t }
-    if is_replaying(r) then
-      r.deferred[#r.deferred + 1] = function() npending = npending + 1; pending[npending] = item end
-    else
-      npending = npending + 1
-      pending[npending] = item
-    end
+    queue_delivery(r, { r, nil, kind, payload, t })
   else
     append_offline(run_id, nil, kind, nil, payload)
   end
@@ -1385,30 +1382,14 @@ end
 
 --- Cancel a run. Returns true, or nil, http_status, code, message.
 function M.cancel(run_id)
-  local rows = core.query("SELECT status FROM runs WHERE id=?", run_id)
+  local rows = core.query("SELECT status, cancel_requested FROM runs WHERE id=?", run_id)
   if not rows or not rows[1] then return api_error(404, "not_found", ("unknown run '%s'"):format(run_id)) end
   if rows[1].status ~= "running" then
     return api_error(409, "already_settled", ("run '%s' is already %s"):format(run_id, rows[1].status))
   end
+  if rows[1].cancel_requested == 1 then return true end -- logged once; it is on its way
   core.exec("UPDATE runs SET cancel_requested=1, updated=? WHERE id=?", now_ms(), run_id)
-  local r = runs[run_id]
-  local payload = encode({ requested = now_ms() })
-  if r then
-    if not r.cancel_logged then
-      r.cancel_logged = true
-      local _, t = append(r, nil, "run.cancel", nil, payload)
-      local item = { r, nil, "run.cancel", payload, t }
-      if is_replaying(r) then
-        r.deferred[#r.deferred + 1] = function() npending = npending + 1; pending[npending] = item end
-      else
-        npending = npending + 1
-        pending[npending] = item
-      end
-    end
-  else
-    local done = core.query("SELECT 1 FROM events WHERE run_id=? AND kind='run.cancel'", run_id)
-    if not done[1] then append_offline(run_id, nil, "run.cancel", nil, payload) end
-  end
+  signal_run(run_id, "run.cancel")
   local ok, err = core.commit()
   if not ok then return api_error(500, "store", err) end
   return true
