@@ -236,28 +236,17 @@ function M.new(model, env)
       return nil, providers.fail("config", "anthropic: ANTHROPIC_API_KEY is not set: set it to an Anthropic API key"
         .. " (the server is " .. providers.display_url(base) .. ", from ANTHROPIC_BASE_URL)")
     end
-    local json = providers.json()
     local r = setmetatable({ model = req.model or model }, { __index = req })
     local body, err = M.build_body(r)
     if not body then return nil, err end
-    local text, eerr = json.encode(body)
-    if not text then
-      return nil, providers.fail("bad_request", "anthropic: the request is not JSON: " .. tostring(eerr))
-    end
-    local v, resp_or_err = providers.send(io, {
+    return providers.exchange(io, {
       provider = NAME, url = url, base_url = base,
       headers = { ["x-api-key"] = key, ["anthropic-version"] = VERSION, ["content-type"] = "application/json" },
-      body = text, timeout = providers.timeout_ms(req.timeout), secret = key,
+      body = body, timeout = providers.timeout_ms(req.timeout), secret = key,
       key_env = "ANTHROPIC_API_KEY", base_env = "ANTHROPIC_BASE_URL", key_set = true,
       expected = "a Messages response with a content list",
+      parse = function(v, raw) return M.parse(v, raw, r, base) end,
     })
-    if not v then return nil, resp_or_err end
-    local answer, perr = M.parse(v, resp_or_err.body, r, base)
-    if not answer then
-      perr.message = providers.redact(perr.message, key)
-      return nil, perr
-    end
-    return answer
   end
 
   return p

@@ -272,6 +272,25 @@ local function status_text(status)
   return reason and (status .. " " .. reason) or tostring(status)
 end
 
+--- The round trip both clients share: encode the body, send it with retries,
+-- parse the reply with parse(v, raw_body), and keep the key out of errors.
+-- spec is send's spec plus body (a table), parse and name.
+function M.exchange(io, spec)
+  local text, eerr = M.json().encode(spec.body)
+  if not text then
+    return nil, M.fail("bad_request", spec.provider .. ": the request is not JSON: " .. tostring(eerr))
+  end
+  spec.body = text
+  local v, resp_or_err = M.send(io, spec)
+  if not v then return nil, resp_or_err end
+  local answer, perr = spec.parse(v, resp_or_err.body)
+  if not answer then
+    perr.message = M.redact(perr.message, spec.secret)
+    return nil, perr
+  end
+  return answer
+end
+
 --- POST a JSON body with retries; return the decoded JSON reply of a 2xx, or nil, err.
 -- spec = { provider, url, base_url, headers, body, timeout (ms), secret (for redaction only),
 --          key_env, base_env, key_set, expected (what a good reply holds, for messages) }

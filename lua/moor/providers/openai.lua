@@ -218,29 +218,18 @@ function M.new(model, env)
 
   function p.complete(_, req, io)
     req = req or {}
-    local json = providers.json()
     local r = setmetatable({ model = req.model or model }, { __index = req })
     local body, err = M.build_body(r, { official = official })
     if not body then return nil, err end
-    local text, eerr = json.encode(body)
-    if not text then
-      return nil, providers.fail("bad_request", "openai: the request is not JSON: " .. tostring(eerr))
-    end
     local headers = { ["Content-Type"] = "application/json", ["Accept"] = "application/json" }
     if key then headers["Authorization"] = "Bearer " .. key end
-    local v, resp_or_err = providers.send(io, {
+    return providers.exchange(io, {
       provider = NAME, url = base .. "/chat/completions", base_url = base, headers = headers,
-      body = text, timeout = providers.timeout_ms(req.timeout), secret = key,
+      body = body, timeout = providers.timeout_ms(req.timeout), secret = key,
       key_env = "OPENAI_API_KEY", base_env = "OPENAI_BASE_URL", key_set = key ~= nil,
       expected = "a Chat Completions response with choices[1].message",
+      parse = function(v, raw) return M.parse(v, raw, r, base) end,
     })
-    if not v then return nil, resp_or_err end
-    local answer, perr = M.parse(v, resp_or_err.body, r, base)
-    if not answer then
-      perr.message = providers.redact(perr.message, key)
-      return nil, perr
-    end
-    return answer
   end
 
   return p
