@@ -426,7 +426,8 @@ int moor_answer(moor *m, const char *request_id, const char *option_id, const ch
     lua_pushstring(L, text);
     lua_setfield(L, -2, "text");
   }
-  return api_result(m, moor_call_engine(m, "answer", 2, 4));
+  lua_pushboolean(L, 1); /* an in-process person channel: approvals bound to the request */
+  return api_result(m, moor_call_engine(m, "answer", 3, 4));
 }
 
 int moor_answer_line(moor *m, const char *request_id, const char *line) {
@@ -647,6 +648,15 @@ int moor_session_send(moor *m, const char *session_id, const char *message, cons
     lua_pushstring(L, turn_policy);
     lua_setfield(L, -2, "turnPolicy");
   }
+  return api_result(m, moor_call_engine(m, "session_send", 2, 4));
+}
+
+int moor_session_line(moor *m, const char *session_id, const char *line) {
+  lua_State *L = m->L;
+  lua_pushstring(L, session_id);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, line);
+  lua_setfield(L, -2, "line");
   return api_result(m, moor_call_engine(m, "session_send", 2, 4));
 }
 
