@@ -403,8 +403,8 @@ static int get_quiet(const char *url, char **out) {
 
 /* Find the approval of pending request `id` in GET /v1/inputs' JSON. */
 static const char BINDING_LUA[] =
-  "local decode, text, id = ...\n"
-  "local v = decode(text)\n"
+  "local json, text, id = ...\n"
+  "local v = json.decode(text)\n"
   "if type(v) ~= 'table' or type(v.inputs) ~= 'table' then return end\n"
   "for _, q in ipairs(v.inputs) do\n"
   "  if type(q) == 'table' and q.requestId == id then\n"
@@ -416,39 +416,80 @@ static const char BINDING_LUA[] =
   "  end\n"
   "end\n";
 
+/* The answer a typed line gives the sole pending question of session `sid`
+ * in GET /v1/inputs' JSON, as the body of POST /v1/sessions/{sid}
+ * ({inputResponses: [...]}, an approval's callId and inputHash from the
+ * request shown), or nothing when no single question is pending or the line
+ * fits none of its options. */
+static const char LINE_LUA[] =
+  "local json, text, sid, line = ...\n"
+  "local v = json.decode(text)\n"
+  "if type(v) ~= 'table' or type(v.inputs) ~= 'table' then return end\n"
+  "local q\n"
+  "for _, i in ipairs(v.inputs) do\n"
+  "  if type(i) == 'table' and i.sessionId == sid then\n"
+  "    if q then return end\n"
+  "    q = i\n"
+  "  end\n"
+  "end\n"
+  "if not q or type(q.request) ~= 'table' then return end\n"
+  "local req, r = q.request, { requestId = q.requestId }\n"
+  "line = line:gsub('^%s+', ''):gsub('%s+$', '')\n"
+  "local opts = type(req.options) == 'table' and req.options or {}\n"
+  "for n, o in ipairs(opts) do\n"
+  "  if line == tostring(n) or line == o.id or line:lower() == tostring(o.label):lower() then r.optionId = o.id end\n"
+  "end\n"
+  "if not r.optionId then\n"
+  "  if #opts > 0 and not req.allowFreeform and req.display ~= 'text' then return end\n"
+  "  r.text = line\n"
+  "end\n"
+  "if type(req.approval) == 'table' then r.callId, r.inputHash = req.approval.callId, req.approval.inputHash end\n"
+  "return json.encode({ inputResponses = json.array({ r }) })\n";
+
+/* Run one of these chunks over a running moor dev's GET /v1/inputs (in a
+ * Lua state of its own, with moor's JSON codec): the chunk gets (moor.json,
+ * body, a, b) and returns up to 3 strings. Returns the first as a malloc'd
+ * string (caller frees), or NULL; out2/out3 receive the others when given. */
+static char *inputs_chunk(const char *base, const char *chunk, const char *a, const char *b, char *out2,
+                          size_t out2_len, char *out3, size_t out3_len) {
+  char url[2048], *body = NULL, *first = NULL;
+  snprintf(url, sizeof url, "%s/v1/inputs", base);
+  if (get_quiet(url, &body) != 200) {
+    free(body);
+    return NULL;
+  }
+  lua_State *L = luaL_newstate();
+  if (L) {
+    luaL_openlibs(L);
+    if (luaL_loadstring(L, chunk) == LUA_OK) {
+      luaL_requiref(L, "moor.json", luaopen_moor_json, 0);
+      lua_pushstring(L, body);
+      lua_pushstring(L, a);
+      if (b) lua_pushstring(L, b);
+      else lua_pushnil(L);
+      if (lua_pcall(L, 4, 3, 0) == LUA_OK && lua_type(L, -3) == LUA_TSTRING) {
+        first = strdup(lua_tostring(L, -3));
+        if (out2) snprintf(out2, out2_len, "%s", lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "");
+        if (out3) snprintf(out3, out3_len, "%s", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+      }
+    }
+    lua_close(L);
+  }
+  free(body);
+  return first;
+}
+
 /* `moor answer` through a running moor dev answers an approval with the call
  * id and input hash of the request it names, as GET /v1/inputs shows them
  * (an approval answer over the wire must carry both). Returns 1 and fills
  * call/hash/tool when `id` is a pending approval, else 0. */
 static int approval_binding(const char *base, const char *id, char *call, size_t call_len, char *hash,
                             size_t hash_len, char *tool, size_t tool_len) {
-  char url[2048], *body = NULL;
-  snprintf(url, sizeof url, "%s/v1/inputs", base);
-  if (get_quiet(url, &body) != 200) {
-    free(body);
-    return 0;
-  }
-  int found = 0;
-  lua_State *L = luaL_newstate();
-  if (L) {
-    luaL_openlibs(L);
-    if (luaL_loadstring(L, BINDING_LUA) == LUA_OK) {
-      luaL_requiref(L, "moor.json", luaopen_moor_json, 0);
-      lua_getfield(L, -1, "decode");
-      lua_remove(L, -2);
-      lua_pushstring(L, body);
-      lua_pushstring(L, id);
-      if (lua_pcall(L, 3, 3, 0) == LUA_OK && lua_isstring(L, -3)) {
-        snprintf(call, call_len, "%s", lua_tostring(L, -3));
-        snprintf(hash, hash_len, "%s", lua_tostring(L, -2));
-        snprintf(tool, tool_len, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
-        found = 1;
-      }
-    }
-    lua_close(L);
-  }
-  free(body);
-  return found;
+  char *c = inputs_chunk(base, BINDING_LUA, id, NULL, hash, hash_len, tool, tool_len);
+  if (!c) return 0;
+  snprintf(call, call_len, "%s", c);
+  free(c);
+  return 1;
 }
 
 /* answer and cancel: through a running moor dev when one holds the
@@ -621,12 +662,19 @@ static int chat_http(const char *base) {
       } else {
         line[strcspn(line, "\n")] = 0;
         if (line[0]) {
-          json_quote(q, sizeof q, line);
-          /* "line": answers the sole pending question when it fits, else a message. */
-          snprintf(body, sizeof body, "{\"line\":%s}", q);
+          /* A line that fits the session's sole pending question answers it
+           * through the input channel (inputResponses, with an approval's
+           * binding from the request shown); any other line is a message. */
           snprintf(url, sizeof url, "%s/v1/sessions/%s", base, sid);
-          if (post_quiet(url, body, resp, sizeof resp) != 202) fprintf(stderr, "moor: %s\n", resp);
-          else ss.busy = 1;
+          char *answer = inputs_chunk(base, LINE_LUA, sid, line, NULL, 0, NULL, 0);
+          int sent = answer && post_quiet(url, answer, resp, sizeof resp) == 202;
+          free(answer);
+          if (!sent) {
+            json_quote(q, sizeof q, line);
+            snprintf(body, sizeof body, "{\"message\":%s}", q);
+            if (post_quiet(url, body, resp, sizeof resp) != 202) fprintf(stderr, "moor: %s\n", resp);
+            else ss.busy = 1;
+          }
         }
       }
     }

@@ -652,12 +652,9 @@ int moor_session_send(moor *m, const char *session_id, const char *message, cons
 }
 
 int moor_session_line(moor *m, const char *session_id, const char *line) {
-  lua_State *L = m->L;
-  lua_pushstring(L, session_id);
-  lua_createtable(L, 0, 1);
-  lua_pushstring(L, line);
-  lua_setfield(L, -2, "line");
-  return api_result(m, moor_call_engine(m, "session_send", 2, 4));
+  lua_pushstring(m->L, session_id);
+  lua_pushstring(m->L, line);
+  return api_result(m, moor_call_engine(m, "session_line", 2, 4));
 }
 
 int moor_format_event(moor *m, const moor_event *ev, char **out) {

@@ -1376,14 +1376,29 @@ function M.answer_line(req_id, line)
   return M.answer(req_id, { text = line }, true)
 end
 
---- Pending questions: { { requestId, runId, request, created }, ... }
+-- The outermost session a run belongs to (its questions surface there), or nil.
+local function root_session(run_id)
+  local found
+  for _ = 1, 64 do
+    local rows = core.query("SELECT tool, parent_id FROM runs WHERE id=?", run_id)
+    local row = rows and rows[1]
+    if not row then break end
+    if row.tool == "moor__session" then found = run_id end
+    run_id = row.parent_id
+    if not run_id then break end
+  end
+  return found
+end
+
+--- Pending questions: { { requestId, runId, sessionId?, request, created }, ... }
+-- (sessionId: the outermost session whose stream shows the question).
 function M.inputs()
   local rows = core.query("SELECT request_id, run_id, request, created FROM inputs WHERE status='pending' "
     .. "ORDER BY created, request_id")
   local out = {}
   for i, row in ipairs(rows) do
     out[i] = { requestId = row.request_id, runId = row.run_id, request = decode(row.request),
-               created = row.created }
+               created = row.created, sessionId = root_session(row.run_id) }
   end
   return json.array(out)
 end
@@ -1501,6 +1516,10 @@ end
 
 function M.session_send(id, body)
   return require("moor.session").send(id, body)
+end
+
+function M.session_line(id, line)
+  return require("moor.session").line(id, line)
 end
 
 --- One readable line for a terminal channel (moor chat), or nil.

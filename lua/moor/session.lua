@@ -589,39 +589,15 @@ local function session_inputs(id)
   return rows or {}
 end
 
--- A line a person typed (moor chat): the input channel when it answers the
--- sole pending question (bound to that request, as a terminal prompt is),
--- else a message.
-local function typed_line(id, line)
-  local pending = session_inputs(id)
-  if #pending == 1 then
-    -- Refused (not an option, free text not allowed, already answered):
-    -- then it is a message.
-    if engine.answer_line(pending[1].request_id, line) then return true end
-  end
-  return false
-end
-
---- Send to a session: { message, turnPolicy? }, { inputResponses = {...} } or
--- { line } (a person's typed line: answers the sole pending question when it
--- fits, else is sent as a message). Returns true or nil, status, code, message.
+--- Send to a session: { message, turnPolicy? } or { inputResponses = {...} }.
+-- Returns true or nil, status, code, message.
 function M.send(id, body)
   local run = engine.run_details(id)
   if not run or run.tool ~= M.TOOL then return nil, 404, "not_found", ("unknown session '%s'"):format(id) end
   if type(body) ~= "table" then return nil, 400, "bad_request", "send a JSON object" end
-  if body.line ~= nil then
-    if body.message ~= nil or body.inputResponses ~= nil then
-      return nil, 400, "bad_request", "send exactly one of message, inputResponses or line"
-    end
-    if type(body.line) ~= "string" or body.line == "" then
-      return nil, 400, "bad_request", "line must be a non-empty string"
-    end
-    if typed_line(id, body.line) then return true end
-    body = { message = body.line, turnPolicy = body.turnPolicy }
-  end
   local has_msg, has_resp = body.message ~= nil, body.inputResponses ~= nil
   if has_msg == has_resp then
-    return nil, 400, "bad_request", "send exactly one of message, inputResponses or line"
+    return nil, 400, "bad_request", "send exactly one of message or inputResponses"
   end
   if has_msg then
     if type(body.message) ~= "string" or body.message == "" then
@@ -652,6 +628,22 @@ function M.send(id, body)
     if not ok then return nil, status, code, msg end
   end
   return true
+end
+
+--- A line a person typed at moor chat in this process (moor_session_line;
+-- not reachable over HTTP): it answers the session's sole pending question
+-- when it fits (an in-process person channel, so an approval is bound to the
+-- request shown, as at a terminal prompt), else it is sent as a message.
+-- Returns true or nil, status, code, message.
+function M.line(id, line)
+  local run = engine.run_details(id)
+  if not run or run.tool ~= M.TOOL then return nil, 404, "not_found", ("unknown session '%s'"):format(id) end
+  if type(line) ~= "string" or line == "" then return nil, 400, "bad_request", "a line must be non-empty" end
+  local pending = session_inputs(id)
+  -- Refused (not an option, free text not allowed, already answered): then
+  -- it is a message.
+  if #pending == 1 and engine.answer_line(pending[1].request_id, line) then return true end
+  return M.send(id, { message = line })
 end
 
 --- A session's state and transcript, from its event log.
