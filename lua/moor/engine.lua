@@ -728,8 +728,11 @@ finish_run = function(r, ok, v)
     v = errors.new(kind == "size" and "ResultTooLarge" or "InvalidResult", err)
   end
   local e = errors.normalize(v)
-  local text = encode({ code = e.code, message = e.message, where = e.where })
-  append(r, nil, "run.failed", r.tool_name, text)
+  local text = encode({ code = e.code, message = e.message })
+  -- The log keeps where a tool's error(msg) was raised (moor logs); the run's
+  -- error (the API, a parent session's model) is the message as written.
+  append(r, nil, "run.failed", r.tool_name, e.where and encode({ code = e.code, message = e.message,
+    where = e.where }) or text)
   core.exec("UPDATE runs SET status='failed', error=?, updated=? WHERE id=?", text, now_ms(), r.id)
   end_run(r, "failed")
 end

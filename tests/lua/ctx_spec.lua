@@ -140,6 +140,7 @@ describe("ctx", function()
     end)
     local _, err, id = t.call("wf_fails", {})
     assert.are.equal("the plan is empty", err.message)
+    assert.is_nil(err.where) -- the run's error, as the API shows it: no host path
     local failed = kind(t.events(id), "run.failed")[1]
     assert.truthy(failed.where:find("ctx_spec%.lua:%d+$"), failed.where)
     local _, perr = t.call("add_finding", {})
