@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,25 @@ static int l_hash(lua_State *L) {
   return 1;
 }
 
+/* sha256(s) -> 64 hex digits of SHA-256 (OpenSSL's libcrypto): binds an
+ * approval to the exact input it shows. */
+static int l_sha256(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  if (EVP_Digest(s, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+    return luaL_error(L, "sha256: libcrypto failed");
+  char out[64];
+  static const char hex[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < 32; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  lua_pushlstring(L, out, 64);
+  return 1;
+}
+
 /* random_bytes(n) -> n bytes from the kernel's CSPRNG (ids, tokens, seeds). */
 static int l_random_bytes(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
@@ -393,6 +413,7 @@ MOOR_API int luaopen_moor_core(lua_State *L) {
     {"commit", l_commit}, {"events", l_events},   {"now", l_now},
     {"mono", l_mono},     {"emit", l_emit},       {"has_listener", l_has_listener},
     {"listdir", l_listdir}, {"hash", l_hash},     {"random_bytes", l_random_bytes},
+    {"sha256", l_sha256},
     {"wait", l_wait},     {"getpid", l_getpid},   {"db_path", l_db_path},
     {"http_respond", l_http_respond}, {"http_stream_start", l_http_stream_start},
     {"http_write", l_http_write}, {"http_end", l_http_end}, {"after", l_after},

@@ -1,8 +1,11 @@
 /* moor: the command-line host. It is the first user of host/moor.h and
  * reaches no engine internals. */
 #include "moor.h"
+#include "json.h" /* moor's JSON codec, to read a request's approval binding */
 
 #include <curl/curl.h>
+#include <lauxlib.h>
+#include <lualib.h>
 #include <uv.h>
 #include <signal.h>
 #include <stdio.h>
@@ -343,18 +346,173 @@ static void json_quote(char *out, size_t len, const char *s) {
   out[k] = 0;
 }
 
+/* GET a running moor dev's URL into a growing buffer (at most 16 MiB).
+ * Returns the HTTP status, or -1; *out is malloc'd (caller frees). */
+typedef struct grow_buf {
+  char *data;
+  size_t len, cap;
+} grow_buf;
+
+static size_t grow_collect(char *data, size_t size, size_t n, void *ud) {
+  grow_buf *b = ud;
+  size_t add = size * n;
+  if (b->len + add + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + add + 1) cap *= 2;
+    if (cap > 16u << 20) return 0; /* too big: curl stops with an error */
+    char *p = realloc(b->data, cap);
+    if (!p) return 0;
+    b->data = p;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, data, add);
+  b->len += add;
+  b->data[b->len] = 0;
+  return add;
+}
+
+static int get_quiet(const char *url, char **out) {
+  *out = NULL;
+  CURL *c = curl_easy_init();
+  if (!c) return -1;
+  char auth[600];
+  struct curl_slist *h = NULL;
+  const char *token = getenv("MOOR_API_TOKEN");
+  if (token && *token) {
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    h = curl_slist_append(h, auth);
+  }
+  grow_buf b = {NULL, 0, 0};
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grow_collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)&b);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  long code = 0;
+  CURLcode rc = curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  if (rc != CURLE_OK || !b.data) {
+    free(b.data);
+    return -1;
+  }
+  *out = b.data;
+  return (int)code;
+}
+
+/* Find the approval of pending request `id` in GET /v1/inputs' JSON. */
+static const char BINDING_LUA[] =
+  "local json, text, id = ...\n"
+  "local v = json.decode(text)\n"
+  "if type(v) ~= 'table' or type(v.inputs) ~= 'table' then return end\n"
+  "for _, q in ipairs(v.inputs) do\n"
+  "  if type(q) == 'table' and q.requestId == id then\n"
+  "    local a = type(q.request) == 'table' and q.request.approval\n"
+  "    if type(a) == 'table' and type(a.callId) == 'string' and type(a.inputHash) == 'string' then\n"
+  "      return a.callId, a.inputHash, tostring(a.toolName)\n"
+  "    end\n"
+  "    return\n"
+  "  end\n"
+  "end\n";
+
+/* The answer a typed line gives the sole pending question of session `sid`
+ * in GET /v1/inputs' JSON, as the body of POST /v1/sessions/{sid}
+ * ({inputResponses: [...]}, an approval's callId and inputHash from the
+ * request shown), or nothing when no single question is pending or the line
+ * fits none of its options. */
+static const char LINE_LUA[] =
+  "local json, text, sid, line = ...\n"
+  "local v = json.decode(text)\n"
+  "if type(v) ~= 'table' or type(v.inputs) ~= 'table' then return end\n"
+  "local q\n"
+  "for _, i in ipairs(v.inputs) do\n"
+  "  if type(i) == 'table' and i.sessionId == sid then\n"
+  "    if q then return end\n"
+  "    q = i\n"
+  "  end\n"
+  "end\n"
+  "if not q or type(q.request) ~= 'table' then return end\n"
+  "local req, r = q.request, { requestId = q.requestId }\n"
+  "line = line:gsub('^%s+', ''):gsub('%s+$', '')\n"
+  "local opts = type(req.options) == 'table' and req.options or {}\n"
+  "for n, o in ipairs(opts) do\n"
+  "  if line == tostring(n) or line == o.id or line:lower() == tostring(o.label):lower() then r.optionId = o.id end\n"
+  "end\n"
+  "if not r.optionId then\n"
+  "  if #opts > 0 and not req.allowFreeform and req.display ~= 'text' then return end\n"
+  "  r.text = line\n"
+  "end\n"
+  "if type(req.approval) == 'table' then r.callId, r.inputHash = req.approval.callId, req.approval.inputHash end\n"
+  "return json.encode({ inputResponses = json.array({ r }) })\n";
+
+/* Run one of these chunks over a running moor dev's GET /v1/inputs (in a
+ * Lua state of its own, with moor's JSON codec): the chunk gets (moor.json,
+ * body, a, b) and returns up to 3 strings. Returns the first as a malloc'd
+ * string (caller frees), or NULL; out2/out3 receive the others when given. */
+static char *inputs_chunk(const char *base, const char *chunk, const char *a, const char *b, char *out2,
+                          size_t out2_len, char *out3, size_t out3_len) {
+  char url[2048], *body = NULL, *first = NULL;
+  snprintf(url, sizeof url, "%s/v1/inputs", base);
+  if (get_quiet(url, &body) != 200) {
+    free(body);
+    return NULL;
+  }
+  lua_State *L = luaL_newstate();
+  if (L) {
+    luaL_openlibs(L);
+    if (luaL_loadstring(L, chunk) == LUA_OK) {
+      luaL_requiref(L, "moor.json", luaopen_moor_json, 0);
+      lua_pushstring(L, body);
+      lua_pushstring(L, a);
+      if (b) lua_pushstring(L, b);
+      else lua_pushnil(L);
+      if (lua_pcall(L, 4, 3, 0) == LUA_OK && lua_type(L, -3) == LUA_TSTRING) {
+        first = strdup(lua_tostring(L, -3));
+        if (out2) snprintf(out2, out2_len, "%s", lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "");
+        if (out3) snprintf(out3, out3_len, "%s", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+      }
+    }
+    lua_close(L);
+  }
+  free(body);
+  return first;
+}
+
+/* `moor answer` through a running moor dev answers an approval with the call
+ * id and input hash of the request it names, as GET /v1/inputs shows them
+ * (an approval answer over the wire must carry both). Returns 1 and fills
+ * call/hash/tool when `id` is a pending approval, else 0. */
+static int approval_binding(const char *base, const char *id, char *call, size_t call_len, char *hash,
+                            size_t hash_len, char *tool, size_t tool_len) {
+  char *c = inputs_chunk(base, BINDING_LUA, id, NULL, hash, hash_len, tool, tool_len);
+  if (!c) return 0;
+  snprintf(call, call_len, "%s", c);
+  free(c);
+  return 1;
+}
+
 /* answer and cancel: through a running moor dev when one holds the
  * database, else directly in the database (the run picks it up on resume). */
 static int cmd_answer_or_cancel(const opts *o, int answer) {
   if (answer && !(o->nargs == 2 && !o->text) && !(o->nargs == 1 && o->text))
     return usage_error("answer needs REQUEST and an OPTION id, or REQUEST --text TEXT%s", "");
   if (!answer && o->nargs != 1) return usage_error("cancel needs a RUN id%s", "");
-  char url[1024], full[2048], body[8300];
+  char url[1024], full[2048], body[9800];
   if (moor_find_server(o->db, url, sizeof url) == 0) {
     if (answer) {
-      char q[8200];
+      char q[8200], call[256], hash[256], tool[256], qc[600], qh[600];
       json_quote(q, sizeof q, o->text ? o->text : o->args[1]);
-      snprintf(body, sizeof body, "{\"%s\":%s}", o->text ? "text" : "optionId", q);
+      if (approval_binding(url, o->args[0], call, sizeof call, hash, sizeof hash, tool, sizeof tool)) {
+        /* The person names the request; the answer names the call it shows. */
+        fprintf(stderr, "answering the approval of %s (call %s)\n", tool, call);
+        json_quote(qc, sizeof qc, call);
+        json_quote(qh, sizeof qh, hash);
+        snprintf(body, sizeof body, "{\"%s\":%s,\"callId\":%s,\"inputHash\":%s}", o->text ? "text" : "optionId",
+                 q, qc, qh);
+      } else {
+        snprintf(body, sizeof body, "{\"%s\":%s}", o->text ? "text" : "optionId", q);
+      }
       snprintf(full, sizeof full, "%s/v1/inputs/%s", url, o->args[0]);
     } else {
       snprintf(body, sizeof body, "{}");
@@ -417,7 +575,9 @@ static void chat_stdin(uv_poll_t *h, int status, int events) {
   }
   line[strcspn(line, "\n")] = 0;
   if (!line[0]) return;
-  if (moor_session_send(cs->m, cs->session, line, NULL)) fprintf(stderr, "moor: %s\n", moor_errmsg(cs->m));
+  /* A typed line answers the sole pending question when it fits (the input
+   * channel, approvals included), else it is a message. */
+  if (moor_session_line(cs->m, cs->session, line)) fprintf(stderr, "moor: %s\n", moor_errmsg(cs->m));
   else cs->busy = 1;
 }
 
@@ -502,11 +662,19 @@ static int chat_http(const char *base) {
       } else {
         line[strcspn(line, "\n")] = 0;
         if (line[0]) {
-          json_quote(q, sizeof q, line);
-          snprintf(body, sizeof body, "{\"message\":%s}", q);
+          /* A line that fits the session's sole pending question answers it
+           * through the input channel (inputResponses, with an approval's
+           * binding from the request shown); any other line is a message. */
           snprintf(url, sizeof url, "%s/v1/sessions/%s", base, sid);
-          if (post_quiet(url, body, resp, sizeof resp) != 202) fprintf(stderr, "moor: %s\n", resp);
-          else ss.busy = 1;
+          char *answer = inputs_chunk(base, LINE_LUA, sid, line, NULL, 0, NULL, 0);
+          int sent = answer && post_quiet(url, answer, resp, sizeof resp) == 202;
+          free(answer);
+          if (!sent) {
+            json_quote(q, sizeof q, line);
+            snprintf(body, sizeof body, "{\"message\":%s}", q);
+            if (post_quiet(url, body, resp, sizeof resp) != 202) fprintf(stderr, "moor: %s\n", resp);
+            else ss.busy = 1;
+          }
         }
       }
     }

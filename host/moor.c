@@ -426,7 +426,8 @@ int moor_answer(moor *m, const char *request_id, const char *option_id, const ch
     lua_pushstring(L, text);
     lua_setfield(L, -2, "text");
   }
-  return api_result(m, moor_call_engine(m, "answer", 2, 4));
+  lua_pushboolean(L, 1); /* an in-process person channel: approvals bound to the request */
+  return api_result(m, moor_call_engine(m, "answer", 3, 4));
 }
 
 int moor_answer_line(moor *m, const char *request_id, const char *line) {
@@ -648,6 +649,12 @@ int moor_session_send(moor *m, const char *session_id, const char *message, cons
     lua_setfield(L, -2, "turnPolicy");
   }
   return api_result(m, moor_call_engine(m, "session_send", 2, 4));
+}
+
+int moor_session_line(moor *m, const char *session_id, const char *line) {
+  lua_pushstring(m->L, session_id);
+  lua_pushstring(m->L, line);
+  return api_result(m, moor_call_engine(m, "session_line", 2, 4));
 }
 
 int moor_format_event(moor *m, const moor_event *ev, char **out) {

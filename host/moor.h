@@ -104,7 +104,8 @@ MOOR_API int moor_list_events(moor *m, const char *run_id, int as_json, char **o
  * CLI reads a terminal on it while a question waits). */
 MOOR_API void *moor_loop(moor *m);
 
-/* Answer a pending question (exactly one of option_id and text). Codes:
+/* Answer a pending question (exactly one of option_id and text); an in-process
+ * person channel, so an approval is bound to the request it answers. Codes:
  * MOOR_ENOTFOUND (unknown request), MOOR_EINVAL (an option never offered,
  * free text where it is not allowed: the question stays open), MOOR_ECONFLICT
  * (already answered or withdrawn). */
@@ -126,6 +127,11 @@ MOOR_API int moor_cancel(moor *m, const char *run_id);
  * "queue"). The session's events reach moor_on_event like any run's. */
 MOOR_API int moor_session_start(moor *m, const char *message, char *session_id, size_t size);
 MOOR_API int moor_session_send(moor *m, const char *session_id, const char *message, const char *turn_policy);
+/* A line a person typed (moor chat): it answers the session's sole pending
+ * question when it fits (an option's number, id or label, or free text where
+ * allowed; approvals included, bound to the request), else it is sent as a
+ * message. Message text never answers an approval. */
+MOOR_API int moor_session_line(moor *m, const char *session_id, const char *line);
 
 /* A committed event as one readable line for a terminal (caller frees *out;
  * NULL when the event is not worth showing). */

@@ -19,6 +19,7 @@ external_dependencies = {
   SQLITE = { header = "sqlite3.h", library = "sqlite3" },
   CURL = { header = "curl/curl.h", library = "curl" },
   HTTP_PARSER = { header = "http_parser.h", library = "http_parser" },
+  CRYPTO = { header = "openssl/evp.h", library = "crypto" }, -- libssl-dev: SHA-256
 }
 build = {
   type = "builtin",
@@ -27,9 +28,10 @@ build = {
       sources = { "host/moor.c", "host/core.c", "host/store.c", "host/lock.c", "host/json.c", "host/http.c",
                   "host/fetch.c", "host/fetch_lua.c" },
       defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
-      incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)" },
-      libdirs = { "$(UV_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CURL_LIBDIR)", "$(HTTP_PARSER_LIBDIR)" },
-      libraries = { "uv", "sqlite3", "curl", "http_parser" },
+      incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)",
+                  "$(CRYPTO_INCDIR)" },
+      libdirs = { "$(UV_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CURL_LIBDIR)", "$(HTTP_PARSER_LIBDIR)", "$(CRYPTO_LIBDIR)" },
+      libraries = { "uv", "sqlite3", "curl", "http_parser", "crypto" },
     },
     ["moor"] = "lua/moor/init.lua",
     ["moor.duration"] = "lua/moor/duration.lua",

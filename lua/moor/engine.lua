@@ -314,7 +314,7 @@ step_done = function(r, n, name, spec, attempt, ok, v)
       kind == "size" and "; return a summary, or write the data to a file and return its path" or ""))
   end
   local e = errors.normalize(v)
-  if e.code ~= "FatalError" and attempt <= spec.policy.retries then
+  if e.code ~= "FatalError" and e.code ~= "NotSupported" and attempt <= spec.policy.retries then
     local delay = e.retryAfter
     if delay ~= nil then delay = require("moor.duration").parse(delay) end
     delay = delay or backoff(spec.policy, attempt)
@@ -729,7 +729,10 @@ finish_run = function(r, ok, v)
   end
   local e = errors.normalize(v)
   local text = encode({ code = e.code, message = e.message })
-  append(r, nil, "run.failed", r.tool_name, text)
+  -- The log keeps where a tool's error(msg) was raised (moor logs); the run's
+  -- error (the API, a parent session's model) is the message as written.
+  append(r, nil, "run.failed", r.tool_name, e.where and encode({ code = e.code, message = e.message,
+    where = e.where }) or text)
   core.exec("UPDATE runs SET status='failed', error=?, updated=? WHERE id=?", text, now_ms(), r.id)
   end_run(r, "failed")
 end
@@ -791,7 +794,7 @@ local function new_run(row, tool)
     recorded = {}, waiters = {}, threads = {}, versions = {},
     replay = {}, rpos = 1, nreplay = 0, deferred = {},
     asks = {}, hook_ops = {}, hook_waiting = {}, channel = row.channel or "default",
-    parent_id = row.parent_id, child_waiting = {},
+    parent_id = row.parent_id, child_waiting = {}, session = row.session,
     rng = (row.seed ~= 0 and row.seed or 0x9E3779B97F4A7C15),
     status = "running",
   }
@@ -803,6 +806,8 @@ local function start_main(r, input)
   local ctx = {
     callId = r.call_id, toolName = r.tool_name, runId = r.id,
     abortSignal = { aborted = false, kind = "signal" },
+    -- The session whose tool call this run serves: { id, turnId }; {} outside one.
+    session = { id = r.session and r.session.id, turnId = r.session and r.session.turnId },
   }
   if M.extend_ctx then M.extend_ctx(ctx, r) end
   r.ctx = ctx
@@ -841,6 +846,10 @@ local function load_run(row)
       ("tool '%s' is not in this build (no %s.lua under the agent's tools/), so run %s cannot resume"):format(
         row.tool, row.tool, row.id)))
     return r
+  end
+  if kinds[1] == "run.started" then
+    local p = decode(payloads[1])
+    r.session = type(p) == "table" and type(p.session) == "table" and p.session or nil
   end
   local recorded, replay, nreplay, max_op = r.recorded, r.replay, 0, 0
   for i = 1, n do
@@ -1075,13 +1084,14 @@ function M.call(name, input_json, opts)
   opts = opts or {}
   local channel = opts.noInput and "none" or "default"
   local row = { id = id, tool = name, call_id = opts.callId or new_id("call_"), seed = seed, started = t,
-                channel = channel, parent_id = opts.parent, parent_op = opts.parentOp }
+                channel = channel, parent_id = opts.parent, parent_op = opts.parentOp, session = opts.session }
   local inserted, e = core.exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,"
     .. "updated,channel,parent_id,parent_op) VALUES(?,?,?,'running',?,?,?,?,?,?,?,?,?)", id, name, tool.entry, text,
     row.call_id, tool.source_hash, seed, t, t, channel, opts.parent, opts.parentOp)
   if not inserted then return nil, e, "store" end
   local r = new_run(row, tool)
-  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id, parentId = opts.parent }))
+  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id, parentId = opts.parent,
+    session = opts.session }))
   if opts.setup then opts.setup(id) end
   -- The run is durable before its id is handed out.
   local cok, cerr = core.commit()
@@ -1173,7 +1183,8 @@ function M.start_child(r, n, spec)
     return complete(r, n, "child.started", spec.tool, encode({ runId = existing[1].id }))
   end
   local id, err, code = M.call(spec.tool, encode(spec.input == nil and {} or spec.input),
-    { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none", setup = spec.setup })
+    { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none", setup = spec.setup,
+      session = spec.session })
   if not id then
     return complete(r, n, "child.started", spec.tool, encode({ error = { code = code, message = err } }))
   end
@@ -1206,10 +1217,11 @@ notify_parent = function(child)
   complete(p, op, "child.settled", "await", settled_payload(rows[1]))
 end
 
--- A child's questions and progress also appear on its parent's stream (a
--- session shows its tool calls' questions): as non-op events, which replay
+-- A child's questions, progress and agent.started also appear on its
+-- parent's stream (a session shows its tool calls' questions and subagents): as non-op events, which replay
 -- ignores, so they can be appended at any time.
-local MIRROR = { ["input.requested"] = true, ["input.resolved"] = true, ["progress"] = "action.partial" }
+local MIRROR = { ["input.requested"] = true, ["input.resolved"] = true, ["progress"] = "action.partial",
+                 ["agent.started"] = true }
 mirror = function(child, kind, _, payload)
   local m = MIRROR[kind]
   if not m then return end
@@ -1253,9 +1265,32 @@ local function api_error(status, code, message)
   return nil, status, code, message
 end
 
---- Answer a pending question: answer = { optionId = ... } or { text = ... }.
--- Returns true, or nil, http_status, code, message.
-function M.answer(req_id, answer)
+-- An approval answer names the call it approves and the hash of the input
+-- it showed: both required over the wire; a mismatch says nothing of what
+-- the request expects. An in-process person channel (the terminal prompt,
+-- moor_answer, a typed chat line) answers the request it shows: bound.
+local function check_binding(req_id, ap, answer, bound)
+  if bound then return true end
+  local missing = {}
+  if type(answer.callId) ~= "string" then missing[#missing + 1] = "callId" end
+  if type(answer.inputHash) ~= "string" then missing[#missing + 1] = "inputHash" end
+  if #missing > 0 then
+    return api_error(400, "approval_unbound", ("'%s' is an approval: the answer must name its call; add %s "
+      .. "(request.approval.callId and request.approval.inputHash, from GET /v1/inputs)"):format(req_id,
+      table.concat(missing, " and ")))
+  end
+  if answer.callId ~= ap.callId or answer.inputHash ~= ap.inputHash then
+    return api_error(409, "approval_mismatch", ("'%s' does not approve the call and input this answer names; "
+      .. "read the request again (GET /v1/inputs) and answer what it shows"):format(req_id))
+  end
+  return true
+end
+
+--- Answer a pending question: answer = { optionId = ... } or { text = ... };
+-- an approval's answer also carries { callId, inputHash } unless bound (an
+-- in-process person channel showing the request). Returns true, or nil,
+-- http_status, code, message.
+function M.answer(req_id, answer, bound)
   local rows = core.query("SELECT * FROM inputs WHERE request_id=?", req_id)
   local row = rows and rows[1]
   if not row then
@@ -1273,12 +1308,11 @@ function M.answer(req_id, answer)
   end
   local req = decode(row.request)
   -- An approval is bound to its call: an answer that names another call or
-  -- input (a stale or replayed approval) is refused.
-  local ap = req.approval
-  if ap and (answer.callId ~= nil and answer.callId ~= ap.callId
-             or answer.inputHash ~= nil and answer.inputHash ~= ap.inputHash) then
-    return api_error(409, "approval_mismatch", ("'%s' approves call %s (%s) with input hash %s, not call %s")
-      :format(req_id, ap.callId, ap.toolName, ap.inputHash, tostring(answer.callId)))
+  -- input (a stale or replayed approval) is refused. The hash compared is
+  -- the one recorded with the request (older databases hold FNV-1a ones).
+  if type(req.approval) == "table" then
+    local bok, status, code, message = check_binding(req_id, req.approval, answer, bound)
+    if not bok then return nil, status, code, message end
   end
   local options = type(req.options) == "table" and req.options or {}
   if option ~= nil then
@@ -1329,28 +1363,45 @@ function M.format_input(req_id)
   return table.concat(out, "\n")
 end
 
---- Answer from a typed line: an option's number, id or label, else free text.
+--- Answer from a line a person typed at the terminal showing the request
+-- (moor call's prompt, moor chat): an option's number, id or label, else free
+-- text. A person channel, so an approval is bound to the request shown.
 function M.answer_line(req_id, line)
   local rows = core.query("SELECT request FROM inputs WHERE request_id=?", req_id)
-  if not rows or not rows[1] then return M.answer(req_id, { text = line }) end
+  if not rows or not rows[1] then return M.answer(req_id, { text = line }, true) end
   local req = decode(rows[1].request)
   line = line:gsub("^%s+", ""):gsub("%s+$", "")
   for i, o in ipairs(req.options or {}) do
     if line == tostring(i) or line == o.id or line:lower() == o.label:lower() then
-      return M.answer(req_id, { optionId = o.id })
+      return M.answer(req_id, { optionId = o.id }, true)
     end
   end
-  return M.answer(req_id, { text = line })
+  return M.answer(req_id, { text = line }, true)
 end
 
---- Pending questions: { { requestId, runId, request, created }, ... }
+-- The outermost session a run belongs to (its questions surface there), or nil.
+local function root_session(run_id)
+  local found
+  for _ = 1, 64 do
+    local rows = core.query("SELECT tool, parent_id FROM runs WHERE id=?", run_id)
+    local row = rows and rows[1]
+    if not row then break end
+    if row.tool == "moor__session" then found = run_id end
+    run_id = row.parent_id
+    if not run_id then break end
+  end
+  return found
+end
+
+--- Pending questions: { { requestId, runId, sessionId?, request, created }, ... }
+-- (sessionId: the outermost session whose stream shows the question).
 function M.inputs()
   local rows = core.query("SELECT request_id, run_id, request, created FROM inputs WHERE status='pending' "
     .. "ORDER BY created, request_id")
   local out = {}
   for i, row in ipairs(rows) do
     out[i] = { requestId = row.request_id, runId = row.run_id, request = decode(row.request),
-               created = row.created }
+               created = row.created, sessionId = root_session(row.run_id) }
   end
   return json.array(out)
 end
@@ -1468,6 +1519,10 @@ end
 
 function M.session_send(id, body)
   return require("moor.session").send(id, body)
+end
+
+function M.session_line(id, line)
+  return require("moor.session").line(id, line)
 end
 
 --- One readable line for a terminal channel (moor chat), or nil.

@@ -43,11 +43,20 @@ end
 M.FatalError = class("FatalError")
 M.RetryableError = class("RetryableError")
 M.Cancelled = class("Cancelled")
+-- A feature of the seeds moor does not have yet: never retried (as FatalError).
+M.NotSupported = class("NotSupported")
 
---- Reduce any raised value to a plain { code, message [, retryAfter] } for the log.
+--- Raise NotSupported for `what` (level as error's).
+function M.not_supported(what, level)
+  error(M.NotSupported(what .. " is not supported yet in moor"), (level or 1) + 1)
+end
+
+--- Reduce any raised value to a plain { code, message [, retryAfter] [, where] }
+-- for the log (where: the "file:line" a tool's error(msg) was raised at).
 function M.normalize(err)
   if getmetatable(err) == Error then
-    return { code = err.code, message = tostring(err.message), retryAfter = err.retryAfter }
+    return { code = err.code, message = tostring(err.message), retryAfter = err.retryAfter,
+             where = type(err.where) == "string" and err.where or nil }
   elseif type(err) == "table" and type(err.message) == "string" then
     return { code = type(err.code) == "string" and err.code or "Error", message = err.message }
   end

@@ -27,6 +27,11 @@ local M = {
 
 local definitions = setmetatable({}, { __mode = "k" }) -- tool table -> true
 
+-- A function that raises NotSupported for what (see moor.workflow, ctx.getToken).
+local function not_supported(what)
+  return function() errors.not_supported(what, 2) end
+end
+
 -- Definition errors carry the file and line of the define* call, so the
 -- loader can report them as "agent/tools/x.lua:3: ...".
 -- `return moor.defineTool{...}` is a tail call, which drops the file's frame,
@@ -122,6 +127,11 @@ end
 
 function M.isTool(t) return definitions[t] == true end
 
+--- Seed names moor does not have yet: they raise NotSupported (not retried).
+M.workflow = not_supported("moor.workflow (the runtime-generated workflow tool)")
+M.defineDynamic = not_supported("moor.defineDynamic (dynamic tools)")
+M.NotSupported = errors.NotSupported
+
 --- Agent definitions are validated now; sessions come later.
 function M.defineAgent(def)
   if type(def) ~= "table" then def_error("defineAgent takes a table { model, description, instructions }") end
@@ -151,19 +161,64 @@ function M.defineAgent(def)
   return agent
 end
 
+-- What the seeds' ctx has that moor does not yet: a clear NotSupported
+-- (never retried by a step) instead of "attempt to call a nil value".
+local function add_stubs(ctx)
+  ctx.getToken = not_supported("ctx.getToken (provider sign-in)")
+  ctx.requireAuth = not_supported("ctx.requireAuth (provider sign-in)")
+  ctx.getSandbox = not_supported("ctx.getSandbox (sandboxes)")
+  ctx.getSkill = not_supported("ctx.getSkill (skills)")
+  return ctx
+end
+
+--- The ctx of a plain tool, whoever calls it (a session's model or moor
+-- call): { callId, toolName, session = { id?, turnId? }, abortSignal } and
+-- the not-yet-supported getToken/requireAuth/getSandbox/getSkill.
+function M._plain_ctx(f)
+  return add_stubs { callId = f.callId, toolName = f.toolName, abortSignal = f.abortSignal,
+                     session = f.session or {} }
+end
+
+-- The third argument of execute (seed 003's task): not built yet, so every
+-- field of it (task.postMessage, ...) raises NotSupported.
+local TASK = setmetatable({}, {
+  __index = function(_, k) return not_supported("task." .. tostring(k) .. " (background tasks)") end,
+  __newindex = function() errors.not_supported("task (background tasks)", 2) end,
+})
+
+-- error("msg") in a tool's own file reaches the model (and the API) as
+-- written: the "file:line: " Lua prepends moves to the error's `where`,
+-- which the log keeps (moor logs shows it).
+local function locate(src, ok, ...)
+  if ok then return ... end
+  local e = ...
+  if type(e) == "string" then
+    local file, line, msg = e:match("^(.-):(%d+): (.*)$")
+    if file == src then error(errors.new("Error", msg, { where = file .. ":" .. line }), 0) end
+  end
+  error(e, 0)
+end
+
+local function invoker(fn)
+  local info = debug.getinfo(fn, "S")
+  local src = info and info.short_src
+  return function(input, ctx) return locate(src, pcall(fn, input, ctx, TASK)) end
+end
+
 -- Bind a loaded tool to its name: the loader calls this once per file.
 function M._bind(tool, name, source_hash)
   tool.name = name
   tool.source_hash = source_hash
+  local execute = invoker(tool[tool.entry])
+  tool.invoke = execute
   if tool.shape.suspend == "workflow" then
-    tool.body = tool[tool.entry]
+    tool.body = execute
   else
     -- A plain tool runs as one step of its run: not replayed, not retried
     -- (eve does not retry authored tools), progress still published.
-    local execute = tool[tool.entry]
     local policy = { retries = 0, backoff = 0, factor = 1, maxBackoff = 0 }
     tool.body = function(input, ctx)
-      return M._step_call(name, execute, policy, input, ctx)
+      return M._step_call(name, execute, policy, input, M._plain_ctx(ctx))
     end
   end
   return tool
@@ -316,6 +371,9 @@ local function check_request(req)
   if req.allowFreeform ~= nil and type(req.allowFreeform) ~= "boolean" then
     error("ctx.ask: allowFreeform must be a boolean", 3)
   end
+  if req.requiresPerson ~= nil and type(req.requiresPerson) ~= "boolean" then
+    error("ctx.ask: requiresPerson must be a boolean", 3)
+  end
   local options, seen = json.array {}, {}
   if req.options ~= nil then
     if type(req.options) ~= "table" then error("ctx.ask: options must be a list", 3) end
@@ -335,19 +393,29 @@ local function check_request(req)
       options[i] = { id = o.id, label = o.label, description = o.description, style = o.style }
     end
   end
-  return { prompt = req.prompt, display = req.display, options = options, allowFreeform = req.allowFreeform }
+  -- requiresPerson: answered only through the input channels (inputResponses,
+  -- POST /v1/inputs, moor answer, a terminal prompt), never by message text.
+  return { prompt = req.prompt, display = req.display, options = options, allowFreeform = req.allowFreeform,
+           requiresPerson = req.requiresPerson or nil }
 end
 
 local function is_signal(s) return type(s) == "table" and s.kind == "signal" end
 
 --- moor.AbortController(): { signal, abort(reason) }, as the web's. Pass
--- the signal to ctx.ask to withdraw the question when it aborts.
+-- the signal to ctx.ask to withdraw the question when it aborts. Both
+-- ac.abort(reason) and ac:abort(reason) keep the reason (signal.reason).
 function M.AbortController()
   local signal = { aborted = false, kind = "signal" }
-  return { signal = signal, abort = function(_, reason) engine.abort(signal, reason) end }
+  local ac = { signal = signal }
+  ac.abort = function(a, b)
+    if a == ac then a = b end
+    engine.abort(signal, a)
+  end
+  return ac
 end
 
 engine.extend_ctx = function(ctx)
+  add_stubs(ctx)
   --- ctx.agent(name): a session with another agent (see moor.session).
   ctx.agent = function(name)
     need_body("ctx.agent")

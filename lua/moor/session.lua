@@ -126,13 +126,15 @@ local function needs_approval(tool, call, state, session_id)
   return true
 end
 
--- Ask for approval of one call, bound to its call id and a hash of its input.
+-- Ask for approval of one call, bound to its call id and the SHA-256 of its
+-- input's canonical JSON (json.encode sorts keys). Answered only through the
+-- input channels, with both; a replay keeps the recorded request (and hash).
 local function approve(tool, call, state)
   local request = {
     prompt = ("Allow %s?\n\n%s"):format(call.name, json.encode(call.input)),
     display = "confirmation",
     options = json.array(APPROVE_OPTIONS),
-    approval = { callId = call.id, toolName = call.name, inputHash = core.hash(json.encode(call.input)),
+    approval = { callId = call.id, toolName = call.name, inputHash = core.sha256(json.encode(call.input)),
                  input = call.input },
   }
   local ok, answer = engine.op("ask", "ask", { request = request, signals = {} })
@@ -143,7 +145,7 @@ local function approve(tool, call, state)
 end
 
 -- Run one tool call of the model by the tool's shape. Returns a tool message.
-local function run_call(call, session_id, state)
+local function run_call(call, session_id, state, turn_id)
   local registered = state.tools[call.name]
   local tool = registered and engine.tools[registered]
   local msg = { role = "tool", toolCallId = call.id, name = call.name }
@@ -164,10 +166,24 @@ local function run_call(call, session_id, state)
   end
   local output
   if tool.shape.suspend == "none" then
-    local execute = tool[tool.entry]
-    local ctx = { callId = call.id, toolName = call.name, session = { id = session_id } }
+    local execute = tool.invoke or tool[tool.entry]
+    -- The plain tool's ctx, as under moor call; its signal aborts with the
+    -- session's (a cancel).
+    local signal = { aborted = false, kind = "signal" }
+    local function follow(reason) engine.abort(signal, reason) end
+    local outer = state.signal
+    if outer.aborted then follow(outer.reason)
+    else
+      outer._listeners = outer._listeners or {}
+      outer._listeners[#outer._listeners + 1] = follow
+    end
+    local ctx = moor._plain_ctx { callId = call.id, toolName = call.name, abortSignal = signal,
+      session = { id = session_id, turnId = turn_id } }
     local step = moor.step("tool:" .. call.name, function(input) return execute(input, ctx) end, { retries = 0 })
     local sok, v = pcall(step, call.input)
+    for i, fn in ipairs(outer._listeners or {}) do
+      if fn == follow then table.remove(outer._listeners, i) break end
+    end
     if not sok then
       if errors.is(v, "Cancelled") then error(v, 0) end
       msg.content, msg.isError = error_text(v), true
@@ -175,7 +191,8 @@ local function run_call(call, session_id, state)
       output = v
     end
   else
-    local sok, started = engine.op("child", registered, { tool = registered, input = call.input, callId = call.id })
+    local sok, started = engine.op("child", registered, { tool = registered, input = call.input, callId = call.id,
+      session = { id = session_id, turnId = turn_id } })
     if not sok then error(started, 0) end
     if started.error then
       msg.content, msg.isError = started.error.message, true
@@ -256,7 +273,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     -- Parallel tool calls in one model step run concurrently, as branches;
     -- meanwhile the inbox is watched, so a message can steer or answer.
     local futures = {}
-    for i, call in ipairs(calls) do futures[i] = moor.async(run_call, call, session_id, state) end
+    for i, call in ipairs(calls) do futures[i] = moor.async(run_call, call, session_id, state, turn_id) end
     local all = moor.async(moor.all, futures)
     local results
     while true do
@@ -304,13 +321,17 @@ M.agent_named = agent_named
 
 -- Does a message answer the sole pending question of this session (or of a
 -- tool run it waits on)? A step, so the decision is recorded for replay.
-local answer_step = moor.step("session.answer", function(run_ids, text)
+-- Never an approval or a question marked requiresPerson (those take the
+-- input channels), and never a message a workflow relayed (ctx.agent).
+local answer_step = moor.step("session.answer", function(run_ids, text, relayed)
+  if relayed then return false end
   local marks = {}
   for i = 1, #run_ids do marks[i] = "?" end
   local rows = core.query(("SELECT request_id, request FROM inputs WHERE status='pending' AND run_id IN (%s)")
     :format(table.concat(marks, ",")), table.unpack(run_ids))
   if not rows or #rows ~= 1 then return false end
   local req = json.decode(rows[1].request)
+  if req.approval ~= nil or req.requiresPerson then return false end
   local answer
   for _, o in ipairs(req.options or {}) do
     if text == o.id or text:lower() == tostring(o.label):lower() then answer = { optionId = o.id } end
@@ -345,6 +366,7 @@ local function session_body(input, ctx)
     steered = {},         -- child runs a steering message aborted
     steers = {},          -- steering messages for the model, once the calls settle
     joined = {},          -- reply hooks of messages that joined the running turn
+    signal = ctx.abortSignal, -- the session's: plain tool calls' signals follow it
   }
   -- One waiter on the inbox at a time, shared by the idle loop and the turns.
   local pending_delivery
@@ -376,7 +398,7 @@ local function session_body(input, ctx)
     end
     if type(d) ~= "table" or type(d.message) ~= "string" then return end
     engine.publish("message.received", { role = "user", text = d.message, turnPolicy = d.turnPolicy })
-    if answer_step(pending_runs(), d.message) then return end
+    if answer_step(pending_runs(), d.message, d.turnPolicy == "join") then return end
     if d.turnPolicy == "queue" then
       queued[#queued + 1] = d
       return
@@ -406,7 +428,7 @@ local function session_body(input, ctx)
       if not published then
         engine.publish("message.received", { role = "user", text = d.message })
       end
-      if published or not answer_step(pending_runs(), d.message) then
+      if published or not answer_step(pending_runs(), d.message, d.turnPolicy == "join") then
         turns = turns + 1
         transcript[#transcript + 1] = { role = "user", content = d.message }
         local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter,
@@ -470,7 +492,11 @@ function M.agent_handle(name, ctx)
       if not ok then error(started, 0) end
       if started.error then error(errors.new("AgentError", started.error.message), 2) end
       self.sessionId = started.runId
-      engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId })
+      -- On this run's stream and (mirrored) its session's, so a client can
+      -- follow the child. (taskId comes with tasks.)
+      local s = ctx.session or {}
+      engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId,
+        turnId = s.turnId, streamPath = "/v1/sessions/" .. started.runId .. "/stream" })
     end
     local reply = moor.createHook()
     local inbox = inbox_token(self.sessionId)
@@ -538,6 +564,31 @@ function M.create(message)
   return id
 end
 
+-- Is run_id the session or one of the runs under it (its tool calls, their
+-- subagents' sessions, ...)? Bounded walk up the parent chain.
+local function in_session(session_id, run_id)
+  for _ = 1, 64 do
+    if run_id == session_id then return true end
+    local rows = core.query("SELECT parent_id FROM runs WHERE id=?", run_id)
+    run_id = rows and rows[1] and rows[1].parent_id
+    if not run_id then return false end
+  end
+  return false
+end
+
+local function unknown_request(req_id)
+  -- The same words as engine.answer's for an id that does not exist.
+  return nil, 404, "not_found", ("unknown input request '%s'; GET /v1/inputs lists pending ones"):format(req_id)
+end
+
+-- Pending questions of the session's tree, oldest first.
+local function session_inputs(id)
+  local rows = core.query("WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
+    .. "ON runs.parent_id = tree.id) SELECT request_id FROM inputs WHERE status='pending' AND run_id IN "
+    .. "(SELECT id FROM tree) ORDER BY created, request_id", id)
+  return rows or {}
+end
+
 --- Send to a session: { message, turnPolicy? } or { inputResponses = {...} }.
 -- Returns true or nil, status, code, message.
 function M.send(id, body)
@@ -567,11 +618,32 @@ function M.send(id, body)
     if type(r) ~= "table" or type(r.requestId) ~= "string" then
       return nil, 400, "bad_request", "each input response needs a requestId"
     end
+    -- A request of another session is unknown here (nothing about it is told).
+    local owner = core.query("SELECT run_id FROM inputs WHERE request_id=?", r.requestId)
+    if not (owner and owner[1] and in_session(id, owner[1].run_id)) then return unknown_request(r.requestId) end
+  end
+  for _, r in ipairs(body.inputResponses) do
     local ok, status, code, msg = engine.answer(r.requestId, { optionId = r.optionId, text = r.text,
       callId = r.callId, inputHash = r.inputHash })
     if not ok then return nil, status, code, msg end
   end
   return true
+end
+
+--- A line a person typed at moor chat in this process (moor_session_line;
+-- not reachable over HTTP): it answers the session's sole pending question
+-- when it fits (an in-process person channel, so an approval is bound to the
+-- request shown, as at a terminal prompt), else it is sent as a message.
+-- Returns true or nil, status, code, message.
+function M.line(id, line)
+  local run = engine.run_details(id)
+  if not run or run.tool ~= M.TOOL then return nil, 404, "not_found", ("unknown session '%s'"):format(id) end
+  if type(line) ~= "string" or line == "" then return nil, 400, "bad_request", "a line must be non-empty" end
+  local pending = session_inputs(id)
+  -- Refused (not an option, free text not allowed, already answered): then
+  -- it is a message.
+  if #pending == 1 and engine.answer_line(pending[1].request_id, line) then return true end
+  return M.send(id, { message = line })
 end
 
 --- A session's state and transcript, from its event log.

@@ -197,7 +197,9 @@ describe("sessions", function()
     local function answer_all(id, option, extra)
       local n = 0
       for _, q in ipairs(t.inputs(id)) do
-        local a = { optionId = option }
+        -- an approval's answer names its call and input hash (as a client must)
+        local ap = q.request.approval
+        local a = { optionId = option, callId = ap.callId, inputHash = ap.inputHash }
         for k, v in pairs(extra or {}) do a[k] = v end
         assert.is_true(t.answer(q.requestId, a))
         n = n + 1
@@ -248,7 +250,8 @@ describe("sessions", function()
       local c = t.converse(agent_calling { { id = "call_A", name = "charge_always", input = { amount = 9 } } },
         { "go" })
       local q = t.inputs(c.sessionId)[1]
-      local ok, status, code = t.answer(q.requestId, { optionId = "approve", callId = "call_OTHER" })
+      local ok, status, code = t.answer(q.requestId, { optionId = "approve", callId = "call_OTHER",
+        inputHash = q.request.approval.inputHash })
       assert.is_nil(ok)
       assert.are.equal(409, status)
       assert.are.equal("approval_mismatch", code)
