@@ -1454,9 +1454,18 @@ end
 --- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).
 function M.http_request(req) return require("moor.http").handle(req) end
 function M.http_closed(conn) return require("moor.http").closed(conn) end
+-- $MOOR_PUBLIC_URL (scheme://host[:port], e.g. a tunnel's or proxy's
+-- address) is the base of webhook URLs and a Host the API answers to.
+-- Returns nil, or a message when it is malformed.
 function M.serving(url)
-  M.public_url = url
-  require("moor.http").configure { url = url, token = os.getenv("MOOR_API_TOKEN") }
+  local http = require "moor.http"
+  local public = os.getenv("MOOR_PUBLIC_URL")
+  if public == "" then public = nil end
+  if public and not http.split_origin(public) then
+    return ("MOOR_PUBLIC_URL must be http(s)://host[:port] with no path, not '%s'"):format(public)
+  end
+  M.public_url = public and public:gsub("/$", "") or url
+  http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
 end
 
 --- Sessions from the C API (moor_session_start / moor_session_send).

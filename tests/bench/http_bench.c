@@ -146,10 +146,8 @@ static long http(const char *method, const char *url, const char *body) {
   curl_easy_setopt(api, CURLOPT_WRITEFUNCTION, buf_write);
   curl_easy_setopt(api, CURLOPT_WRITEDATA, &resp);
   curl_easy_setopt(api, CURLOPT_TIMEOUT, 60L);
-  if (body) {
-    curl_easy_setopt(api, CURLOPT_HTTPHEADER, json);
-    curl_easy_setopt(api, CURLOPT_POSTFIELDS, body);
-  }
+  if (body || !strcmp(method, "POST")) curl_easy_setopt(api, CURLOPT_HTTPHEADER, json); /* the API wants JSON */
+  if (body) curl_easy_setopt(api, CURLOPT_POSTFIELDS, body);
   CURLcode rc = curl_easy_perform(api);
   if (rc != CURLE_OK) die("request failed: %s", curl_easy_strerror(rc));
   long code = 0;
