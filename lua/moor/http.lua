@@ -284,16 +284,26 @@ local routes = {
   { "POST", "^/v1/hooks/([^/]+)$", function(req, token)
     local payload, err = decode_body(req)
     if err then return fail(400, "bad_json", err) end
-    local kind, status, code, message = engine.deliver(unescape(token), payload)
+    local kind, status, code, message = engine.deliver(unescape(token), payload, "hook")
     if not kind then return api_fail(kind, status, code, message) end
     return reply(202, { ok = true })
   end },
 }
 
+-- Request headers that carry credentials: a webhook delivery records them
+-- as "[redacted]", so neither the database nor the event stream holds them.
+local SECRET_HEADERS = {
+  authorization = true, ["proxy-authorization"] = true, cookie = true, ["set-cookie"] = true,
+  ["x-api-key"] = true,
+}
+local REDACTED = "[redacted]"
+
 local function webhook(req, token)
-  local kind, respond_or_status, code, message = engine.deliver(token, {
-    method = req.method, headers = req.headers, body = req.body, query = req.query, path = req.path,
-  })
+  local recorded = {}
+  for k, v in pairs(req.headers) do recorded[k] = SECRET_HEADERS[k] and REDACTED or v end
+  local kind, respond_or_status, code, message = engine.deliver(unescape(token), {
+    method = req.method, headers = recorded, body = req.body, query = req.query, path = req.path,
+  }, "webhook")
   if not kind then return fail(respond_or_status, code, message) end
   local rw = respond_or_status
   if rw then
