@@ -97,7 +97,7 @@ local function append(r, op, kind, name, payload)
   if not ok then error("cannot record event: " .. tostring(err), 0) end
   -- Handed to the embedder's listener and the event streams after the commit.
   nemitted = nemitted + 1
-  emitted[nemitted] = { r.id, seq, kind, name, payload, t }
+  emitted[nemitted] = { r.id, seq, kind, name, payload, t, op }
   return seq, t
 end
 
@@ -1473,7 +1473,8 @@ function M.run_details(id)
   }
 end
 
---- Subscribe to committed events: fn(run_id, seq, kind, name, payload, time).
+--- Subscribe to committed events: fn(run_id, seq, kind, name, payload, time, op),
+-- op as the log records it (nil for run-level events).
 local subscribers = {}
 function M.subscribe(fn)
   subscribers[#subscribers + 1] = fn
@@ -1485,7 +1486,7 @@ function M.subscribe(fn)
 end
 M._subscribers = subscribers
 flush_subscribers = function(e)
-  for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6]) end
+  for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
 end
 
 --- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).

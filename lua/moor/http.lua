@@ -116,8 +116,12 @@ local function unescape(s)
 end
 
 -- Server-Sent Events: every event of the run after `after`, then live ones
--- until the run settles.
+-- until the run settles. A field ends at CR, LF or CRLF (an EventSource
+-- splits on each), so nothing moor frames may hold a raw one: the payload is
+-- JSON, whose strings escape them; any CR/LF outside its strings is
+-- whitespace, sent as a space.
 local function sse_line(run, seq, kind, name, payload, time, op)
+  if payload:find("[\r\n]") then payload = payload:gsub("[\r\n]", " ") end
   return ("id: %d\nevent: %s\ndata: {\"runId\":%s,\"seq\":%d,\"kind\":%s,\"name\":%s,\"op\":%s,\"time\":%d,"
     .. "\"payload\":%s}\n\n"):format(seq, kind, json.encode(run), seq, json.encode(kind),
     name and json.encode(name) or "null", op and tostring(op) or "null", time, payload)
@@ -125,6 +129,11 @@ end
 
 -- ?format=text: the same events as lines for a terminal (moor chat through a
 -- running moor dev): `event: <kind>` and `data: <line>`, no JSON to parse.
+-- Text is split into data lines at CR, LF and CRLF alike. Events with no
+-- text are skipped, but for the turn boundaries a client follows to know
+-- whether a turn runs (sent as id and event lines, no data).
+local BOUNDARY = { ["turn.started"] = true, ["turn.completed"] = true }
+
 local function text_line(run, seq, kind, payload)
   local line
   if kind == "input.requested" then
@@ -134,8 +143,11 @@ local function text_line(run, seq, kind, payload)
   else
     line = engine.format_event(run, kind, payload)
   end
+  if not line and not BOUNDARY[kind] then return nil end
   local out = { ("id: %d\nevent: %s\n"):format(seq, kind) }
-  for l in ((line or "") .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = "data: " .. l .. "\n" end
+  if line then
+    for l in (line:gsub("\r\n?", "\n") .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = "data: " .. l .. "\n" end
+  end
   out[#out + 1] = "\n"
   return table.concat(out)
 end
@@ -163,7 +175,8 @@ local function events_stream(req, id)
   local settled = false
   for _, ev in ipairs(engine.events(id)) do
     if ev.seq > after then
-      core.http_write(req.conn, event_text(st, id, ev.seq, ev.kind, ev.name, ev.payload, ev.time, ev.op))
+      local text = event_text(st, id, ev.seq, ev.kind, ev.name, ev.payload, ev.time, ev.op)
+      if text then core.http_write(req.conn, text) end
       st.last = ev.seq
       if TERMINAL[ev.kind] then settled = true end
     end
@@ -177,12 +190,13 @@ local function events_stream(req, id)
   return "stream"
 end
 
-engine.subscribe(function(run, seq, kind, name, payload, time)
+engine.subscribe(function(run, seq, kind, name, payload, time, op)
   if nstreams == 0 then return end
   for conn, st in pairs(streams) do
     if st.run == run and seq > st.last then
       st.last = seq
-      if not core.http_write(conn, event_text(st, run, seq, kind, name, payload, time, nil)) then
+      local text = event_text(st, run, seq, kind, name, payload, time, op)
+      if text and not core.http_write(conn, text) then
         end_stream(conn)
       elseif TERMINAL[kind] then
         end_stream(conn)
