@@ -120,4 +120,16 @@ raw_req POST "/${WH#https://*/}" -H 'Content-Type: text/plain' -H 'Origin: https
 expect 202 "a text/plain webhook delivery with a foreign Origin and Host"
 settled "$RUN" completed
 stop_dev
+
+# A malformed MOOR_PUBLIC_URL is refused at start (exit 2), saying what it needs.
+for bad in 'ftp://x.example' 'https://x.example/hooks' 'not a url'; do
+  set +e
+  MOOR_PUBLIC_URL=$bad timeout -s KILL 10 "$MOOR" dev --agent "$T/example" --listen 127.0.0.1:0 \
+    >"$T/pu.out" 2>"$T/pu.err"
+  st=$?
+  set -e
+  [ $st = 2 ] || fail "MOOR_PUBLIC_URL='$bad' exited $st: $(cat "$T/pu.err")"
+  grep -q "MOOR_PUBLIC_URL must be http(s)://host\[:port\]" "$T/pu.err" || fail "refusal of '$bad': $(cat "$T/pu.err")"
+  [ "$(wc -l <"$T/pu.err")" -le 2 ] || fail "the refusal is not a short message: $(cat "$T/pu.err")"
+done
 pass "browser guard: foreign Origin, non-JSON POSTs and rebinding Hosts refused; no CORS; webhooks open"
