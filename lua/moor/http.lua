@@ -75,6 +75,7 @@ end
 -- that is not this server (421), a foreign Origin (403), an API POST whose
 -- body is not declared JSON (415: HTML forms and fetch's "simple requests"
 -- can only send text/plain, form types or none). No CORS is ever granted.
+-- A request with no Host at all (HTTP/1.0 tools) is not a browser's: let through.
 local function guard(req)
   local h = req.headers
   local host = h.host and h.host:lower()
