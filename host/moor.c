@@ -509,6 +509,8 @@ static void on_http_closed(moor_http *srv, unsigned long long conn, void *ud) {
   if (moor_call_engine(m, "http_closed", 1, 0)) fprintf(stderr, "moor: %s\n", m->err);
 }
 
+#define MOOR__MIN_TOKEN 32 /* characters of MOOR_API_TOKEN for a non-loopback listen */
+
 static int is_loopback(const char *host) {
   return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1");
 }
@@ -542,6 +544,15 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
                    "refusing to listen on %s without MOOR_API_TOKEN: set it to a long random secret "
                    "(every /v1 request must then send 'Authorization: Bearer <token>'), or listen on 127.0.0.1",
                    host);
+  /* A token a remote peer can guess in reasonable time is no guard. */
+  if (!is_loopback(host) && strlen(token) < MOOR__MIN_TOKEN) {
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "refusing to listen on %s: MOOR_API_TOKEN has %zu characters and needs at least %d "
+             "(use a long random secret, e.g. the output of `openssl rand -hex 32`)",
+             host, strlen(token), MOOR__MIN_TOKEN);
+    return set_err(m, MOOR_EINVAL, "%s", msg);
+  }
   size_t limit = m->cfg.body_limit;
   const char *env = getenv("MOOR_BODY_LIMIT");
   if (!limit && env && *env) limit = (size_t)strtoull(env, NULL, 10);
@@ -558,7 +569,10 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   if (m->lock_fd >= 0) moor_lock_note_url(m->lock_fd, u);
   lua_pushstring(m->L, u);
   lua_pushboolean(m->L, !is_loopback(host));
-  return moor_call_engine(m, "serving", 2, 0);
+  if ((rc = moor_call_engine(m, "serving", 2, 1))) return rc;
+  if (lua_isstring(m->L, -1)) rc = set_err(m, MOOR_EINVAL, "%s", lua_tostring(m->L, -1));
+  lua_pop(m->L, 1);
+  return rc;
 }
 
 static void on_serve_due(uv_timer_t *t);

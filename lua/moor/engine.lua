@@ -97,7 +97,7 @@ local function append(r, op, kind, name, payload)
   if not ok then error("cannot record event: " .. tostring(err), 0) end
   -- Handed to the embedder's listener and the event streams after the commit.
   nemitted = nemitted + 1
-  emitted[nemitted] = { r.id, seq, kind, name, payload, t }
+  emitted[nemitted] = { r.id, seq, kind, name, payload, t, op }
   return seq, t
 end
 
@@ -412,12 +412,35 @@ local function random_token()
 end
 M.random_token = random_token
 
+-- Deliveries recorded for a token but not yet taken by its run are capped,
+-- so a sender cannot grow the database while the run waits elsewhere.
+local MAX_QUEUED = 1000                  -- queued deliveries per token
+local MAX_QUEUED_BYTES = 4 * 1024 * 1024 -- bytes of queued payloads per token
+local queued = {} -- token -> { n, bytes }: counted from the database once, then kept
+
+local function queued_for(token)
+  local q = queued[token]
+  if not q then
+    local rows = core.query("SELECT count(*) AS n, coalesce(sum(length(CAST(payload AS BLOB))), 0) AS bytes "
+      .. "FROM deliveries WHERE token=? AND consumed=0", token)
+    q = { n = rows and rows[1] and rows[1].n or 0, bytes = rows and rows[1] and rows[1].bytes or 0 }
+    queued[token] = q
+  end
+  return q
+end
+
+local function unqueue(token, bytes)
+  local q = queued[token]
+  if q then q.n, q.bytes = q.n - 1, q.bytes - bytes end
+end
+
 -- The next delivery for token that the body has not seen, consumed now.
 local function take_delivery(token)
   local rows = core.query("SELECT n, payload FROM deliveries WHERE token=? AND consumed=0 ORDER BY n LIMIT 1", token)
   local d = rows and rows[1]
   if not d then return nil end
   core.exec("UPDATE deliveries SET consumed=1 WHERE token=? AND n=?", token, d.n)
+  unqueue(token, #d.payload)
   return d.payload
 end
 
@@ -694,7 +717,8 @@ local function release_waits(r)
   for _, row in ipairs(rows or {}) do
     append(r, nil, "input.resolved", "ask", encode({ requestId = row.request_id, runId = r.id, outcome = "cancelled" }))
   end
-  core.exec("UPDATE hooks SET closed=1 WHERE run_id=?", r.id)
+  local closed = core.exec("UPDATE hooks SET closed=1 WHERE run_id=? RETURNING token", r.id)
+  for _, row in ipairs(closed or {}) do queued[row.token] = nil end
 end
 
 finish_run = function(r, ok, v)
@@ -1447,22 +1471,31 @@ function M.cancel(run_id)
 end
 
 --- Deliver to a hook or webhook. request: the payload (hooks) or
--- { method, headers, body, query } (webhooks). Returns the hook's kind and
--- its respondWith (or nil), or nil, 404, code, message.
-function M.deliver(token, request)
+-- { method, headers, body, query } (webhooks). via: "webhook" (the webhook
+-- route: webhook tokens only) or "hook" (POST /v1/hooks: hook tokens only,
+-- never a session's inbox); nil from moor itself. Returns the hook's kind and
+-- its respondWith (or nil), or nil, status (404, 429, ...), code, message.
+function M.deliver(token, request, via)
   local rows = core.query("SELECT run_id, kind, respond, closed FROM hooks WHERE token=?", token)
   local h = rows and rows[1]
-  if not h or h.closed ~= 0 then
-    -- The same answer for unknown and closed tokens reveals nothing.
+  if not h or h.closed ~= 0 or (via and h.kind ~= via)
+      or (via and token == "session-" .. h.run_id) then -- session.lua's inbox: reached through /v1/sessions
+    -- The same answer for unknown, closed and refused tokens reveals nothing.
     return api_error(404, "not_found", "no open hook or webhook has this token")
   end
   local payload, err = encode(request, 1024 * 1024 + 65536)
   if not payload then return api_error(400, "bad_request", err) end
+  local r = runs[h.run_id]
+  local q = r and r.hook_waiting[token]
+  local waiting = queued_for(token)
+  if not (q and q[1]) and (waiting.n >= MAX_QUEUED or waiting.bytes + #payload > MAX_QUEUED_BYTES) then
+    return api_error(429, "too_many_deliveries", ("this %s already has %d deliveries (%.1f MiB) waiting for its run to "
+      .. "take them, and takes at most %d or %d MiB: retry later"):format(h.kind, waiting.n,
+        waiting.bytes / 1048576, MAX_QUEUED, MAX_QUEUED_BYTES // 1048576))
+  end
   local nrow = core.query("SELECT coalesce(max(n), 0) AS n FROM deliveries WHERE token=?", token)
   core.exec("INSERT INTO deliveries(token, n, run_id, payload, time) VALUES(?,?,?,?,?)", token, nrow[1].n + 1,
     h.run_id, payload, now_ms())
-  local r = runs[h.run_id]
-  local q = r and r.hook_waiting[token]
   local op = q and table.remove(q, 1)
   if q and #q == 0 then r.hook_waiting[token] = nil end
   if op then
@@ -1470,7 +1503,11 @@ function M.deliver(token, request)
     complete(r, op, "hook.received", "await", payload)
   end
   local ok, cerr = core.commit()
-  if not ok then return api_error(500, "store", cerr) end
+  if not ok then
+    queued[token] = nil -- counted again from the database next time
+    return api_error(500, "store", cerr)
+  end
+  if not op then waiting.n, waiting.bytes = waiting.n + 1, waiting.bytes + #payload end
   return h.kind, h.respond and decode(h.respond) or nil
 end
 
@@ -1487,7 +1524,8 @@ function M.run_details(id)
   }
 end
 
---- Subscribe to committed events: fn(run_id, seq, kind, name, payload, time).
+--- Subscribe to committed events: fn(run_id, seq, kind, name, payload, time, op),
+-- op as the log records it (nil for run-level events).
 local subscribers = {}
 function M.subscribe(fn)
   subscribers[#subscribers + 1] = fn
@@ -1499,15 +1537,24 @@ function M.subscribe(fn)
 end
 M._subscribers = subscribers
 flush_subscribers = function(e)
-  for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6]) end
+  for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
 end
 
 --- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).
 function M.http_request(req) return require("moor.http").handle(req) end
 function M.http_closed(conn) return require("moor.http").closed(conn) end
+-- $MOOR_PUBLIC_URL (scheme://host[:port], e.g. a tunnel's or proxy's
+-- address) is the base of webhook URLs and a Host the API answers to.
+-- Returns nil, or a message when it is malformed.
 function M.serving(url)
-  M.public_url = url
-  require("moor.http").configure { url = url, token = os.getenv("MOOR_API_TOKEN") }
+  local http = require "moor.http"
+  local public = os.getenv("MOOR_PUBLIC_URL")
+  if public == "" then public = nil end
+  if public and not http.split_origin(public) then
+    return ("MOOR_PUBLIC_URL must be http(s)://host[:port] with no path, not '%s'"):format(public)
+  end
+  M.public_url = public and public:gsub("/$", "") or url
+  http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
 end
 
 --- Sessions from the C API (moor_session_start / moor_session_send).

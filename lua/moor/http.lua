@@ -7,16 +7,51 @@ local json = require "moor.json"
 
 local M = {}
 
-local config = { token = nil }
+local config = { token = nil, hosts = {}, any_host = false }
 local streams = {}        -- conn -> { run = id, last = seq }
 local nstreams = 0
 
 local JSON = "application/json"
 local TERMINAL = { ["run.completed"] = true, ["run.failed"] = true, ["run.cancelled"] = true }
+local DEFAULT_PORT = { http = "80", https = "443" }
 
+-- scheme, host (lower case, IPv6 in brackets), port (a string or nil) of an
+-- absolute URL with nothing after its authority but "/"; nil when it is not one.
+local function split_origin(url)
+  local scheme, host, port = url:lower():match("^(https?)://(%[[%x:.]+%]):?(%d*)/?$")
+  if not scheme then scheme, host, port = url:lower():match("^(https?)://([%w.-]+):?(%d*)/?$") end
+  if not scheme then return nil end
+  return scheme, host, port ~= "" and port or nil
+end
+M.split_origin = split_origin
+
+local function allow_host(scheme, host, port)
+  port = port or DEFAULT_PORT[scheme]
+  config.hosts[host .. ":" .. port] = true
+  if port == DEFAULT_PORT[scheme] then config.hosts[host] = true end -- browsers leave a default port out
+end
+
+-- The Host values this server answers to (DNS rebinding: a page whose own
+-- name resolves to 127.0.0.1 is same-origin to the browser, but its requests
+-- carry Host: <its name>): the served address, its other loopback names, and
+-- the public URL's host. A wildcard listen (0.0.0.0, ::) has no one address,
+-- so any Host is taken there; it needs MOOR_API_TOKEN, which a page lacks.
 function M.configure(c)
   config.url = c.url
   config.token = (c.token ~= nil and c.token ~= "") and c.token or nil
+  config.hosts, config.any_host = {}, false
+  local scheme, host, port = split_origin(c.url or "")
+  if scheme then
+    allow_host(scheme, host, port)
+    if host == "0.0.0.0" or host == "[::]" then config.any_host = true end
+    if host:match("^127%.") or host == "[::1]" then
+      for _, h in ipairs { "127.0.0.1", "localhost", "[::1]" } do allow_host(scheme, h, port) end
+    end
+  end
+  if c.public_url then
+    local pscheme, phost, pport = split_origin(c.public_url)
+    if pscheme then allow_host(pscheme, phost, pport) end
+  end
 end
 
 local function reply(status, value, headers)
@@ -27,12 +62,47 @@ local function fail(status, code, message, headers)
   return reply(status, { error = { code = code, message = message } }, headers)
 end
 
--- Compare without an early exit, so timing reveals nothing about the token.
-local function same(a, b)
-  if #a ~= #b then return false end
-  local diff = 0
-  for i = 1, #a do diff = diff | (a:byte(i) ~ b:byte(i)) end
+-- Compare what a client sent with the secret without an early exit, over the
+-- secret's length whatever the length sent: the time taken depends on
+-- neither where they differ nor how long the guess is.
+local function same(sent, secret)
+  local diff = #sent ~ #secret
+  for i = 1, #secret do diff = diff | (secret:byte(i) ~ (sent:byte(i) or 0)) end
   return diff == 0
+end
+
+-- The browser guard for every route but webhooks (README "HTTP API"): a Host
+-- that is not this server (421), a foreign Origin (403), an API POST whose
+-- body is not declared JSON (415: HTML forms and fetch's "simple requests"
+-- can only send text/plain, form types or none). No CORS is ever granted.
+-- A request with no Host at all (HTTP/1.0 tools) is not a browser's: let through.
+local function guard(req)
+  local h = req.headers
+  local host = h.host and h.host:lower()
+  if host and not config.any_host and not config.hosts[host] then
+    return fail(421, "misdirected_request", ("Host '%s' is not this server: connect to %s "
+      .. "(or set MOOR_PUBLIC_URL to the address clients use); requests for other names are refused "
+      .. "so that a web page cannot reach this API through DNS rebinding"):format(h.host, config.url))
+  end
+  local origin = h.origin
+  if origin then
+    local scheme, ohost, oport = split_origin(origin)
+    local authority = scheme and ohost .. ":" .. (oport or DEFAULT_PORT[scheme])
+    local ok = authority and (config.hosts[authority] or (config.any_host and host
+      and (host == authority or host == ohost and not oport)))
+    if not ok then
+      return fail(403, "forbidden_origin", ("Origin '%s' is not this server: moor's API is not for other web "
+        .. "pages (no CORS is granted); call it from a program, or from a page this server serves"):format(origin))
+    end
+  end
+end
+
+local function json_body(req)
+  local ctype = (req.headers["content-type"] or ""):match("^%s*([^;%s]+)")
+  if not ctype or ctype:lower() ~= JSON then
+    return fail(415, "unsupported_media_type", ("%s %s needs 'Content-Type: application/json'%s")
+      :format(req.method, req.path, ctype and (", not '" .. ctype .. "'") or " (even with an empty body)"))
+  end
 end
 
 local function decode_body(req)
@@ -47,8 +117,12 @@ local function unescape(s)
 end
 
 -- Server-Sent Events: every event of the run after `after`, then live ones
--- until the run settles.
+-- until the run settles. A field ends at CR, LF or CRLF (an EventSource
+-- splits on each), so nothing moor frames may hold a raw one: the payload is
+-- JSON, whose strings escape them; any CR/LF outside its strings is
+-- whitespace, sent as a space.
 local function sse_line(run, seq, kind, name, payload, time, op)
+  if payload:find("[\r\n]") then payload = payload:gsub("[\r\n]", " ") end
   return ("id: %d\nevent: %s\ndata: {\"runId\":%s,\"seq\":%d,\"kind\":%s,\"name\":%s,\"op\":%s,\"time\":%d,"
     .. "\"payload\":%s}\n\n"):format(seq, kind, json.encode(run), seq, json.encode(kind),
     name and json.encode(name) or "null", op and tostring(op) or "null", time, payload)
@@ -56,6 +130,11 @@ end
 
 -- ?format=text: the same events as lines for a terminal (moor chat through a
 -- running moor dev): `event: <kind>` and `data: <line>`, no JSON to parse.
+-- Text is split into data lines at CR, LF and CRLF alike. Events with no
+-- text are skipped, but for the turn boundaries a client follows to know
+-- whether a turn runs (sent as id and event lines, no data).
+local BOUNDARY = { ["turn.started"] = true, ["turn.completed"] = true }
+
 local function text_line(run, seq, kind, payload)
   local line
   if kind == "input.requested" then
@@ -65,8 +144,11 @@ local function text_line(run, seq, kind, payload)
   else
     line = engine.format_event(run, kind, payload)
   end
+  if not line and not BOUNDARY[kind] then return nil end
   local out = { ("id: %d\nevent: %s\n"):format(seq, kind) }
-  for l in ((line or "") .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = "data: " .. l .. "\n" end
+  if line then
+    for l in (line:gsub("\r\n?", "\n") .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = "data: " .. l .. "\n" end
+  end
   out[#out + 1] = "\n"
   return table.concat(out)
 end
@@ -94,7 +176,8 @@ local function events_stream(req, id)
   local settled = false
   for _, ev in ipairs(engine.events(id)) do
     if ev.seq > after then
-      core.http_write(req.conn, event_text(st, id, ev.seq, ev.kind, ev.name, ev.payload, ev.time, ev.op))
+      local text = event_text(st, id, ev.seq, ev.kind, ev.name, ev.payload, ev.time, ev.op)
+      if text then core.http_write(req.conn, text) end
       st.last = ev.seq
       if TERMINAL[ev.kind] then settled = true end
     end
@@ -108,12 +191,13 @@ local function events_stream(req, id)
   return "stream"
 end
 
-engine.subscribe(function(run, seq, kind, name, payload, time)
+engine.subscribe(function(run, seq, kind, name, payload, time, op)
   if nstreams == 0 then return end
   for conn, st in pairs(streams) do
     if st.run == run and seq > st.last then
       st.last = seq
-      if not core.http_write(conn, event_text(st, run, seq, kind, name, payload, time, nil)) then
+      local text = event_text(st, run, seq, kind, name, payload, time, op)
+      if text and not core.http_write(conn, text) then
         end_stream(conn)
       elseif TERMINAL[kind] then
         end_stream(conn)
@@ -137,7 +221,11 @@ end
 
 local routes = {
   { "POST", "^/v1/tools/([^/]+)/calls$", function(req, name)
-    local id, err, code = engine.call(unescape(name), req.body ~= "" and req.body or "{}")
+    name = unescape(name)
+    if name:sub(1, 6) == "moor__" then -- built-in tools (a session's loop) are not callable from outside
+      return fail(404, "not_found", ("unknown tool '%s': names starting with moor__ are built in"):format(name))
+    end
+    local id, err, code = engine.call(name, req.body ~= "" and req.body or "{}")
     if id then return reply(201, { runId = id, callId = err }) end
     if code == "unknown" then return fail(404, "not_found", err) end
     if code == "json" then return fail(400, "bad_json", err) end
@@ -211,16 +299,26 @@ local routes = {
   { "POST", "^/v1/hooks/([^/]+)$", function(req, token)
     local payload, err = decode_body(req)
     if err then return fail(400, "bad_json", err) end
-    local kind, status, code, message = engine.deliver(unescape(token), payload)
+    local kind, status, code, message = engine.deliver(unescape(token), payload, "hook")
     if not kind then return api_fail(kind, status, code, message) end
     return reply(202, { ok = true })
   end },
 }
 
+-- Request headers that carry credentials: a webhook delivery records them
+-- as "[redacted]", so neither the database nor the event stream holds them.
+local SECRET_HEADERS = {
+  authorization = true, ["proxy-authorization"] = true, cookie = true, ["set-cookie"] = true,
+  ["x-api-key"] = true,
+}
+local REDACTED = "[redacted]"
+
 local function webhook(req, token)
-  local kind, respond_or_status, code, message = engine.deliver(token, {
-    method = req.method, headers = req.headers, body = req.body, query = req.query, path = req.path,
-  })
+  local recorded = {}
+  for k, v in pairs(req.headers) do recorded[k] = SECRET_HEADERS[k] and REDACTED or v end
+  local kind, respond_or_status, code, message = engine.deliver(unescape(token), {
+    method = req.method, headers = recorded, body = req.body, query = req.query, path = req.path,
+  }, "webhook")
   if not kind then return fail(respond_or_status, code, message) end
   local rw = respond_or_status
   if rw then
@@ -241,14 +339,23 @@ end
 
 function M.handle(req)
   local path = req.path
+  -- Webhooks take any Host, Origin and content type: remote services call
+  -- them through a public URL (a proxy or a tunnel may name any host), and
+  -- the unguessable token is what grants access.
   local token = path:match("^/%.well%-known/workflow/v1/webhook/([^/]+)$")
   if token then return webhook(req, token) end
+  local st, ct, hd, bd = guard(req)
+  if st then return st, ct, hd, bd end
   if path:sub(1, 4) == "/v1/" and config.token then
     local auth = req.headers.authorization or ""
     if not same(auth, "Bearer " .. config.token) then
       return fail(401, "unauthorized", "this server needs 'Authorization: Bearer <MOOR_API_TOKEN>'",
         "WWW-Authenticate: Bearer\r\n")
     end
+  end
+  if req.method == "POST" and path:sub(1, 4) == "/v1/" then
+    st, ct, hd, bd = json_body(req)
+    if st then return st, ct, hd, bd end
   end
   local allowed
   for _, r in ipairs(routes) do

@@ -47,15 +47,18 @@ stop_dev() {
   [ $st = 0 ] || fail "moor dev exited $st on SIGTERM: $(tail -5 "$T/dev.err")"
 }
 
-# req METHOD PATH [BODY] [curl options...]: one request to $URL; sets CODE
-# (the status) and BODY (the response body).
+# req METHOD PATH [BODY] [curl options...]: one request to $URL (a POST as
+# application/json); sets CODE (the status) and BODY (the response body).
 req() {
   local method=$1 path=$2 body=${3-}
   shift 2
   [ $# -gt 0 ] && shift
   local args=(-s -o "$T/resp" -w '%{http_code}' -X "$method" --max-time 10)
   [ -n "${API_TOKEN-}" ] && args+=(-H "Authorization: Bearer $API_TOKEN")
-  if [ -n "$body" ]; then args+=(-H 'Content-Type: application/json' --data-binary "$body"); fi
+  # API POSTs must say they carry JSON, even with no body (a browser's
+  # simple requests cannot).
+  [ "$method" = POST ] && args+=(-H 'Content-Type: application/json')
+  if [ -n "$body" ]; then args+=(--data-binary "$body"); fi
   CODE=$(curl "${args[@]}" "$@" "$URL$path") || CODE=000
   BODY=$(cat "$T/resp" 2>/dev/null || true)
 }

@@ -15,6 +15,13 @@ PORT=$(port_of "$URL")
 # Tool calls.
 req POST /v1/tools/nosuch/calls '{}'
 expect_error 404 not_found "unknown tool"
+# Built-in tools (moor__*) are not callable from outside: 404 as unknown.
+req POST /v1/tools/moor__session/calls '{}'
+expect_error 404 not_found "the built-in moor__session"
+req POST /v1/tools/moor__final_output/calls '{}'
+expect_error 404 not_found "a reserved name"
+req POST /v1/tools/moor%5F%5Fsession/calls '{}'
+expect_error 404 not_found "the built-in moor__session, percent-encoded"
 req POST /v1/tools/deploy/calls '{"service":'
 expect_error 400 bad_json "call with bad JSON"
 req POST /v1/tools/deploy/calls '{"service":"Not A Name!"}'
@@ -185,6 +192,12 @@ curl -s -D "$T/h" -o /dev/null "$URL/v1/runs"
 grep -qi '^WWW-Authenticate: Bearer' "$T/h" || fail "401 without WWW-Authenticate: $(cat "$T/h")"
 req GET /v1/runs "" -H "Authorization: Bearer wrong"
 expect_error 401 unauthorized "a wrong token"
+req GET /v1/runs "" -H "Authorization: Bearer ${MOOR_API_TOKEN%?}"
+expect_error 401 unauthorized "the token less its last character"
+req GET /v1/runs "" -H "Authorization: Bearer ${MOOR_API_TOKEN}x"
+expect_error 401 unauthorized "the token and one more character"
+req GET /v1/runs "" -H "Authorization: Bearer ${MOOR_API_TOKEN}${MOOR_API_TOKEN}"
+expect_error 401 unauthorized "the token twice"
 req POST /v1/tools/deploy/calls '{"service":"x"}'
 expect_error 401 unauthorized "a call without the token"
 req POST /v1/inputs/req_x '{"optionId":"a"}'
@@ -218,13 +231,32 @@ set -e
 [ $st = 2 ] || fail "moor dev --listen 0.0.0.0:0 without a token exited $st"
 grep -q 'MOOR_API_TOKEN' "$T/nl.err" || fail "refusal does not mention MOOR_API_TOKEN: $(cat "$T/nl.err")"
 [ -s "$T/nl.out" ] && fail "printed a URL although it refused: $(cat "$T/nl.out")"
-MOOR_API_TOKEN=another-token "$MOOR" dev --agent "$T/example" --listen 0.0.0.0:0 >"$T/nl.out" 2>"$T/nl.err" &
+# A token shorter than 32 characters is refused too (exit 2, saying why).
+set +e
+MOOR_API_TOKEN=0123456789abcdef0123456789abcde timeout -s KILL 10 \
+  "$MOOR" dev --agent "$T/example" --listen 0.0.0.0:0 >"$T/nl.out" 2>"$T/nl.err"
+st=$?
+set -e
+[ $st = 2 ] || fail "moor dev --listen 0.0.0.0:0 with a 31-character token exited $st"
+grep -q 'MOOR_API_TOKEN has 31 characters and needs at least 32' "$T/nl.err" \
+  || fail "the short-token refusal does not say why: $(cat "$T/nl.err")"
+[ -s "$T/nl.out" ] && fail "printed a URL although it refused a short token: $(cat "$T/nl.out")"
+NL_TOKEN=0123456789abcdef0123456789abcdef
+MOOR_API_TOKEN=$NL_TOKEN "$MOOR" dev --agent "$T/example" --listen 0.0.0.0:0 >"$T/nl.out" 2>"$T/nl.err" &
 DEV_PID=$!
 wait_for grep -q '^http://' "$T/nl.out"
 nl_port=$(port_of "$(head -1 "$T/nl.out")")
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$nl_port/v1/runs")
 [ "$code" = 401 ] || fail "non-loopback server without the token answered $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer another-token' "http://127.0.0.1:$nl_port/v1/runs")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $NL_TOKEN" "http://127.0.0.1:$nl_port/v1/runs")
 [ "$code" = 200 ] || fail "non-loopback server with the token answered $code"
+# A wildcard listen answers to any Host (the token guards it), but an Origin
+# must still be the Host it is sent to.
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $NL_TOKEN" -H "Host: moor.lan:$nl_port" \
+  "http://127.0.0.1:$nl_port/v1/runs")
+[ "$code" = 200 ] || fail "a wildcard listen refused the Host moor.lan: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $NL_TOKEN" -H "Host: moor.lan:$nl_port" \
+  -H "Origin: http://evil.example:$nl_port" "http://127.0.0.1:$nl_port/v1/runs")
+[ "$code" = 403 ] || fail "a wildcard listen took a foreign Origin: $code"
 stop_dev
-pass "a non-loopback --listen needs MOOR_API_TOKEN (exit 2 without it)"
+pass "a non-loopback --listen needs a MOOR_API_TOKEN of 32 characters or more (exit 2 without it)"
