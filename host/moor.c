@@ -12,6 +12,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef MOOR_LUA_DIR
 #define MOOR_LUA_DIR "lua"
@@ -44,7 +45,8 @@ const char *moor_strerror(int code) {
   }
 }
 
-/* mkdir -p for the database's parent directory (.moor/ by default). */
+/* mkdir -p for the database's parent directory (.moor/ by default). The
+ * directories it creates are 0700: the state in them is the user's alone. */
 static int make_parent(const char *path) {
   char *dup = strdup(path);
   if (!dup) return MOOR_ENOMEM;
@@ -54,10 +56,10 @@ static int make_parent(const char *path) {
     for (char *p = dup + 1; *p; p++) {
       if (*p != '/') continue;
       *p = 0;
-      mkdir(dup, 0777);
+      mkdir(dup, 0700);
       *p = '/';
     }
-    if (mkdir(dup, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(dup, 0700) != 0 && errno != EEXIST) {
       free(dup);
       return MOOR_EIO;
     }
@@ -144,17 +146,24 @@ static int init_engine(moor *m, const moor_config *cfg) {
   uv_timer_init(&m->loop, &m->timer);
   m->loop_ok = 1;
   if (moor_fetch_open(&m->loop, &m->fetch)) return set_err(m, MOOR_EIO, "cannot start the HTTP client%s", NULL);
-  if (make_parent(db)) return set_err(m, MOOR_EIO, "cannot create the directory for %s", db);
-  if (!cfg->read_only) {
+  if (cfg->read_only) {
+    /* Inspecting creates nothing: a mistyped --db is an error, not a new file. */
+    struct stat st;
+    if (stat(db, &st) != 0 || !S_ISREG(st.st_mode))
+      return set_err(m, MOOR_ENOTFOUND, "no database at %s (check --db or $MOOR_DB)", db);
+  } else {
+    if (make_parent(db)) return set_err(m, MOOR_EIO, "cannot create the directory for %s", db);
     int rc = moor_lock_acquire(db, &m->lock_fd, m->err, sizeof m->err);
     if (rc) return rc;
   }
   int durability = cfg->durability;
   const char *d = getenv("MOOR_DURABILITY");
   if (d && strcmp(d, "full") == 0) durability = MOOR_DURABILITY_FULL;
-  if (moor_store_open(&m->store, db, durability)) {
-    snprintf(m->err, sizeof m->err, "cannot open database %s: %s", db, m->store.err);
-    return MOOR_EIO;
+  int rc = moor_store_open(&m->store, db, durability, cfg->read_only);
+  if (rc) {
+    snprintf(m->err, sizeof m->err, "%s %s: %s", rc == MOOR_ENOTFOUND ? "no database at" : "cannot open database",
+             db, m->store.err);
+    return rc;
   }
   return 0;
 }
@@ -455,10 +464,30 @@ int moor_cancel(moor *m, const char *run_id) {
   return api_result(m, moor_call_engine(m, "cancel", 1, 4));
 }
 
+/* http://HOST[:PORT][/...] where HOST is 127.x.x.x, localhost or [::1]. */
+static int is_loopback_url(const char *url) {
+  if (strncmp(url, "http://", 7)) return 0;
+  const char *h = url + 7;
+  size_t n = strcspn(h, ":/");
+  if (*h == '[') n = strcspn(h, "]") + 1;
+  if (n == 9 && !strncmp(h, "localhost", 9)) return 1;
+  if (n == 5 && !strncmp(h, "[::1]", 5)) return 1;
+  if (strncmp(h, "127.", 4)) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(h[i] == '.' || (h[i] >= '0' && h[i] <= '9'))) return 0;
+  return 1;
+}
+
 int moor_find_server(const char *db_path, char *url, size_t url_size) {
   if (!db_path || !*db_path) db_path = getenv("MOOR_DB");
   if (!db_path || !*db_path) db_path = ".moor/moor.db";
-  return moor_lock_server_url(db_path, url, url_size);
+  unsigned owner = 0;
+  int rc = moor_lock_server_url(db_path, url, url_size, &owner);
+  if (rc) return rc;
+  /* The lock file says where to send $MOOR_API_TOKEN: believe it only when
+   * this user wrote it and it names this machine's loopback. */
+  if (owner != (unsigned)geteuid() || !is_loopback_url(url)) return MOOR_EINVAL;
+  return 0;
 }
 
 /* HTTP requests go to the Lua router (lua/moor/http.lua), which answers
@@ -554,7 +583,18 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   char u[600];
   snprintf(u, sizeof u, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, moor_http_port(m->http));
   if (url && url_size) snprintf(url, url_size, "%s", u);
-  if (m->lock_fd >= 0) moor_lock_note_url(m->lock_fd, u);
+  if (m->lock_fd >= 0) {
+    /* A wildcard address also answers on loopback: note that URL, the one
+     * the CLI will send the token to. */
+    char note[600];
+    if (!strcmp(host, "0.0.0.0"))
+      snprintf(note, sizeof note, "http://127.0.0.1:%d", moor_http_port(m->http));
+    else if (!strcmp(host, "::"))
+      snprintf(note, sizeof note, "http://[::1]:%d", moor_http_port(m->http));
+    else
+      snprintf(note, sizeof note, "%s", u);
+    moor_lock_note_url(m->lock_fd, note);
+  }
   lua_pushstring(m->L, u);
   lua_pushboolean(m->L, !is_loopback(host));
   return moor_call_engine(m, "serving", 2, 0);

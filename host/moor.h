@@ -44,7 +44,9 @@ typedef struct moor_config {
   const char *db_path;    /* NULL: $MOOR_DB, else .moor/moor.db */
   int durability;         /* MOOR_DURABILITY_*; NORMAL survives a killed process */
   const char *lua_dir;    /* NULL: $MOOR_LUA_DIR, else the build's lua/ directory */
-  int read_only;          /* 1: inspect only (runs, logs); takes no lock */
+  int read_only;          /* 1: inspect only (runs, logs): takes no lock, opens the
+                           * file read-only and creates nothing (MOOR_ENOTFOUND
+                           * "no database at ..." when it is missing) */
   int no_input;           /* 1: runs started by moor_call have no channel for
                            * questions: ctx.ask answers "unavailable" */
   size_t body_limit;      /* HTTP request body limit; 0: $MOOR_BODY_LIMIT or 1 MiB */
@@ -142,7 +144,9 @@ MOOR_API int moor_serve(moor *m);
 MOOR_API void moor_stop(moor *m);
 
 /* When a moor process that serves HTTP holds the database's lock, copy its
- * URL into url and return 0; else MOOR_ENOTFOUND. Takes no lock. */
+ * URL into url and return 0; else MOOR_ENOTFOUND. Takes no lock. MOOR_EINVAL
+ * (url still copied, for a message) when the lock file is not the current
+ * user's or the URL is not loopback: send it nothing ($MOOR_API_TOKEN least). */
 MOOR_API int moor_find_server(const char *db_path, char *url, size_t url_size);
 
 /* Run busted specs inside the host (argv as busted's own). Returns the exit
