@@ -343,6 +343,17 @@ static void json_quote(char *out, size_t len, const char *s) {
   out[k] = 0;
 }
 
+/* A server named by a lock file that another user wrote, or at an address
+ * that is not loopback, gets nothing from us: the token least of all. */
+static int untrusted_server(const char *url) {
+  fprintf(stderr,
+          "moor: a moor dev at %s holds the database, but its lock file is another user's or that is not a "
+          "loopback address: not sending it MOOR_API_TOKEN (or anything else). Stop that process, or use "
+          "--db for another file\n",
+          url);
+  return 2;
+}
+
 /* answer and cancel: through a running moor dev when one holds the
  * database, else directly in the database (the run picks it up on resume). */
 static int cmd_answer_or_cancel(const opts *o, int answer) {
@@ -350,7 +361,9 @@ static int cmd_answer_or_cancel(const opts *o, int answer) {
     return usage_error("answer needs REQUEST and an OPTION id, or REQUEST --text TEXT%s", "");
   if (!answer && o->nargs != 1) return usage_error("cancel needs a RUN id%s", "");
   char url[1024], full[2048], body[8300];
-  if (moor_find_server(o->db, url, sizeof url) == 0) {
+  int found = moor_find_server(o->db, url, sizeof url);
+  if (found == MOOR_EINVAL) return untrusted_server(url);
+  if (found == 0) {
     if (answer) {
       char q[8200];
       json_quote(q, sizeof q, o->text ? o->text : o->args[1]);
@@ -529,7 +542,9 @@ static int chat_http(const char *base) {
 static int cmd_chat(const opts *o) {
   if (o->nargs) return usage_error("chat takes no arguments%s", "");
   char url[1024];
-  if (moor_find_server(o->db, url, sizeof url) == 0) return chat_http(url);
+  int found = moor_find_server(o->db, url, sizeof url);
+  if (found == MOOR_EINVAL) return untrusted_server(url);
+  if (found == 0) return chat_http(url);
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
