@@ -108,10 +108,15 @@ static int parse(int argc, char **argv, opts *o) {
 static void print_event(const moor_event *ev, void *ud) {
   if (ud && (!strcmp(ev->kind, "run.completed") || !strcmp(ev->kind, "run.failed")))
     printf("%s %s %s\n", ev->run_id, ev->kind + 4, ev->payload);
-  if (!strcmp(ev->kind, "progress")) fprintf(stderr, "progress: %s\n", ev->payload);
-  else if (!strcmp(ev->kind, "step.retry"))
-    fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", ev->payload);
-  else if (!strcmp(ev->kind, "run.note")) fprintf(stderr, "note: %s\n", ev->payload);
+  const char *what = !strcmp(ev->kind, "progress") ? "progress" : !strcmp(ev->kind, "step.retry") ? "retry"
+                     : !strcmp(ev->kind, "run.note") ? "note" : NULL;
+  if (!what) return;
+  char *text = strdup(ev->payload); /* for the terminal: no control characters */
+  if (!text) return;
+  moor_term_clean(text);
+  if (!strcmp(what, "retry")) fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", text);
+  else fprintf(stderr, "%s: %s\n", what, text);
+  free(text);
 }
 
 static moor *open_engine(const opts *o, int read_only, int *status) {
@@ -465,7 +470,7 @@ static size_t sse_write(char *data, size_t size, size_t n, void *ud) {
       if (!strcmp(k, "turn.started")) ss->busy = 1;
       if (!strcmp(k, "turn.completed") || !strcmp(k, "turn.failed")) ss->busy = 0;
     } else if (!strncmp(ss->buf, "data: ", 6) && ss->buf[6]) {
-      printf("%s\n", ss->buf + 6);
+      printf("%s\n", moor_term_clean(ss->buf + 6));
       fflush(stdout);
     }
     ss->len = 0;

@@ -334,6 +334,22 @@ int moor_run(moor *m) {
   }
 }
 
+char *moor_term_clean(char *s) {
+  if (!s) return s;
+  unsigned char *r = (unsigned char *)s, *w = r;
+  for (; *r; r++) {
+    unsigned char c = *r;
+    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) continue;
+    if (c == 0xc2 && r[1] >= 0x80 && r[1] <= 0x9f) { /* U+0080..U+009F: C1 controls (CSI, OSC...) */
+      r++;
+      continue;
+    }
+    *w++ = c;
+  }
+  *w = 0;
+  return s;
+}
+
 static char *dup_top(lua_State *L, int idx) {
   size_t len;
   const char *s = lua_tolstring(L, idx, &len);
@@ -380,6 +396,8 @@ static int json_result(moor *m, const char *fn, const char *arg, int as_json, ch
     rc = MOOR_ENOTFOUND;
   } else if (!(*json = dup_top(m->L, -2))) {
     rc = MOOR_ENOMEM;
+  } else if (!as_json) {
+    moor_term_clean(*json); /* a run's log as text goes to a terminal */
   }
   lua_pop(m->L, 2);
   return rc;
@@ -454,7 +472,7 @@ int moor_format_input(moor *m, const char *request_id, char **out) {
     lua_pop(m->L, 2);
     return MOOR_ENOTFOUND;
   }
-  *out = dup_top(m->L, -2);
+  *out = moor_term_clean(dup_top(m->L, -2));
   lua_pop(m->L, 2);
   return *out ? 0 : MOOR_ENOMEM;
 }
@@ -698,7 +716,7 @@ int moor_format_event(moor *m, const moor_event *ev, char **out) {
   lua_pushstring(L, ev->payload);
   int rc = moor_call_engine(m, "format_event", 3, 1);
   if (rc) return rc;
-  if (!lua_isnil(L, -1) && !(*out = dup_top(L, -1))) rc = MOOR_ENOMEM;
+  if (!lua_isnil(L, -1) && !(*out = moor_term_clean(dup_top(L, -1)))) rc = MOOR_ENOMEM;
   lua_pop(L, 1);
   return rc;
 }

@@ -133,6 +133,13 @@ MOOR_API int moor_session_send(moor *m, const char *session_id, const char *mess
  * NULL when the event is not worth showing). */
 MOOR_API int moor_format_event(moor *m, const moor_event *ev, char **out);
 
+/* Make text safe for a terminal, in place: drop control characters (C0
+ * but tab and newline, DEL, and C1 as UTF-8), so text from a model or a tool
+ * cannot move the cursor, retitle the window or clear the screen. Returns s.
+ * moor_format_event, moor_format_input and the text of moor_list_* are
+ * already cleaned. */
+MOOR_API char *moor_term_clean(char *s);
+
 /* Serve the HTTP API on addr ("127.0.0.1:7373"; port 0 picks a free one).
  * The URL it listens on is copied into url. A non-loopback address needs
  * $MOOR_API_TOKEN (every /v1 route then wants "Authorization: Bearer ..."). */
