@@ -306,11 +306,18 @@ int moor_resume_all(moor *m) {
 /* One scheduler round of the engine, without running the loop (on_check
  * runs inside the loop). */
 static int engine_tick(moor *m, long long *next_due_ms) {
-  int rc = moor_call_engine(m, "tick", 0, 1);
+  int rc = moor_call_engine(m, "tick", 0, 3);
   if (rc) return rc;
-  if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -1, -1);
-  lua_pop(m->L, 1);
-  return 0;
+  if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -3, -1);
+  if (lua_isstring(m->L, -2)) {
+    /* A commit failed: it was rolled back and the engine took back what it
+     * held of it; the runs it touched replay from their logs when retried. */
+    set_err(m, MOOR_EIO, "cannot write the database: %s", lua_tostring(m->L, -2));
+    rc = MOOR_EIO;
+  }
+  m->store_ok = lua_toboolean(m->L, -1);
+  lua_pop(m->L, 3);
+  return rc;
 }
 
 int moor_tick(moor *m, long long *next_due_ms) {
@@ -620,13 +627,46 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
 
 static void on_serve_due(uv_timer_t *t);
 
+/* While commits fail (a full disk, an immutable WAL) moor dev keeps serving:
+ * reads work, writes answer 503, and the engine's round is retried with a
+ * backoff (0.1 s doubling to 5 s) until the database takes writes again. */
+#define MOOR_STORE_BACKOFF_MIN 100
+#define MOOR_STORE_BACKOFF_MAX 5000
+
 static void on_check(uv_check_t *h) {
   moor *m = h->data;
   long long due;
-  if (engine_tick(m, &due)) {
+  if (m->store_failing && uv_now(&m->loop) < m->store_retry_at) {
+    if (!uv_is_active((uv_handle_t *)&m->timer))
+      uv_timer_start(&m->timer, on_serve_due, m->store_retry_at - uv_now(&m->loop), 0);
+    return;
+  }
+  int rc = engine_tick(m, &due);
+  if (rc == MOOR_EIO) {
+    unsigned b = m->store_backoff_ms;
+    b = b ? b * 2 : MOOR_STORE_BACKOFF_MIN;
+    if (b > MOOR_STORE_BACKOFF_MAX) b = MOOR_STORE_BACKOFF_MAX;
+    if (!m->store_failing || b != m->store_backoff_ms)
+      fprintf(stderr, "moor: %s; nothing of it was recorded. Retrying in %.1f s; reads are served and "
+              "writes answer 503 until the database takes writes again\n", m->err, b / 1000.0);
+    m->store_failing = 1;
+    m->store_backoff_ms = b;
+    m->store_retry_at = uv_now(&m->loop) + b;
+    uv_timer_stop(&m->timer);
+    uv_timer_start(&m->timer, on_serve_due, b, 0);
+    return;
+  }
+  if (rc) {
+    /* A fatal engine error: stop, and moor_serve reports it (non-zero). */
     fprintf(stderr, "moor: %s\n", m->err);
+    m->serve_rc = rc;
     moor_stop(m);
     return;
+  }
+  if (m->store_failing && m->store_ok) { /* a commit went through (not a round that wrote nothing) */
+    fprintf(stderr, "moor: the database takes writes again\n");
+    m->store_failing = 0;
+    m->store_backoff_ms = 0;
   }
   uv_timer_stop(&m->timer);
   if (due >= 0) uv_timer_start(&m->timer, on_serve_due, (uint64_t)due, 0);
@@ -654,6 +694,7 @@ static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
 int moor_serve(moor *m) {
   m->serving = 1;
+  m->serve_rc = 0;
   uv_check_init(&m->loop, &m->check);
   m->check.data = m;
   m->timer.data = m;
@@ -676,7 +717,20 @@ int moor_serve(moor *m) {
   uv_close((uv_handle_t *)&m->sigterm, on_handle_closed);
   uv_timer_stop(&m->timer);
   uv_run(&m->loop, UV_RUN_NOWAIT);
-  return moor_call_engine(m, "shutdown", 0, 0);
+  char cause[2048];
+  snprintf(cause, sizeof cause, "%.2000s", m->err);
+  int rc = moor_call_engine(m, "shutdown", 0, 0);
+  if (rc) return rc; /* the last writes could not be committed: m->err says why */
+  if (m->serve_rc) {
+    snprintf(m->err, sizeof m->err, "stopped on an engine error: %s", cause);
+    return m->serve_rc;
+  }
+  if (m->store_failing) {
+    snprintf(m->err, sizeof m->err, "stopped while the database could not be written (%s); what was "
+             "answered is recorded, and the runs continue from their logs on the next start", cause);
+    return MOOR_EIO;
+  }
+  return 0;
 }
 
 int moor_session_start(moor *m, const char *message, char *session_id, size_t size) {

@@ -142,6 +142,7 @@ local routes = {
     if code == "unknown" then return fail(404, "not_found", err) end
     if code == "json" then return fail(400, "bad_json", err) end
     if code == "input" then return fail(400, "invalid_input", err) end
+    if code == "store" then return api_fail(engine.store_unavailable(err)) end
     return fail(500, "internal", err)
   end },
   { "GET", "^/v1/runs$", function()

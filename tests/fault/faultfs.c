@@ -27,7 +27,7 @@ static int is_wal(int fd) {
 
 ssize_t write(int fd, const void *buf, size_t len) {
   static ssize_t (*real)(int, const void *, size_t);
-  if (!real) real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "write");
   if (is_wal(fd)) {
     errno = ENOSPC;
     return -1;
@@ -37,7 +37,7 @@ ssize_t write(int fd, const void *buf, size_t len) {
 
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t off) {
   static ssize_t (*real)(int, const void *, size_t, off_t);
-  if (!real) real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pwrite");
   if (is_wal(fd)) {
     errno = ENOSPC;
     return -1;
@@ -47,7 +47,7 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t off) {
 
 ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t off) {
   static ssize_t (*real)(int, const void *, size_t, off64_t);
-  if (!real) real = (ssize_t (*)(int, const void *, size_t, off64_t))dlsym(RTLD_NEXT, "pwrite64");
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pwrite64");
   if (is_wal(fd)) {
     errno = ENOSPC;
     return -1;
