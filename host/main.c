@@ -633,6 +633,11 @@ static int cmd_resume(const opts *o) {
   if (rc) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = 1;
+  } else {
+    /* Runs left waiting are not an error (exit 0): say what each waits on. */
+    char *waiting = NULL;
+    if (moor_describe_waiting(m, &waiting) == 0 && waiting) fputs(moor_term_clean(waiting), stdout);
+    free(waiting);
   }
 out:
   moor_close(m);

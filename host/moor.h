@@ -156,6 +156,11 @@ MOOR_API void moor_stop(moor *m);
  * user's or the URL is not loopback: send it nothing ($MOOR_API_TOKEN least). */
 MOOR_API int moor_find_server(const char *db_path, char *url, size_t url_size);
 
+/* What each unfinished run waits on, one line per run ("run_x (tool) waits
+ * on a question req_y: ..."), for `moor resume` to say why it stopped; *out
+ * is NULL when no run is unfinished (caller frees). */
+MOOR_API int moor_describe_waiting(moor *m, char **out);
+
 /* Run busted specs inside the host (argv as busted's own). Returns the exit
  * status busted reports. */
 MOOR_API int moor_test(moor *m, int argc, char **argv);
