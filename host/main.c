@@ -16,7 +16,8 @@ static const char *USAGE =
   "commands:\n"
   "  call TOOL [JSON]   start a run of TOOL with JSON input (default {}), drive it,\n"
   "                     print progress to stderr and the result JSON on stdout\n"
-  "  resume             drive every unfinished run until none is runnable or due\n"
+  "  resume             drive every unfinished run until none is runnable or due,\n"
+  "                     then say what the rest wait on (exit 0)\n"
   "  runs [--json]      list runs (id, tool, status, started, updated)\n"
   "  logs RUN [--json]  print a run's event log\n"
   "  dev                serve the HTTP API and drive every run until SIGINT/SIGTERM;\n"
@@ -43,7 +44,8 @@ static const char *USAGE =
   "                     (ctx.ask answers \"unavailable\" at once)\n"
   "  --version          print the version\n"
   "\n"
-  "exit status: 0 success, 1 the tool failed, 2 usage or load error\n";
+  "exit status: 0 success, 1 the tool failed, 2 usage or load error (runs and logs:\n"
+  "             no database at FILE)\n";
 
 typedef struct opts {
   const char *agent, *db, *cmd, *listen, *text;

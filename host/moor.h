@@ -86,6 +86,9 @@ MOOR_API int moor_resume_all(moor *m);
 /* Run what is ready and return at once. *next_due_ms (may be NULL) gets the
  * milliseconds until the next timer, or -1 when nothing is waiting. */
 MOOR_API int moor_tick(moor *m, long long *next_due_ms);
+/* (moor_tick and moor_run: MOOR_EIO "cannot write the database: ..." when a
+ * commit failed. It was rolled back, the runs it touched reload from their
+ * logs, and calling again later retries; nothing answered was lost.) */
 
 /* Block until no run is runnable or due (sleeping until timers fall due). */
 MOOR_API int moor_run(moor *m);
@@ -146,7 +149,10 @@ MOOR_API char *moor_term_clean(char *s);
 MOOR_API int moor_listen(moor *m, const char *addr, char *url, size_t url_size);
 
 /* Drive runs and serve HTTP until moor_stop, SIGINT or SIGTERM; then stop
- * the server and return 0, with everything committed. */
+ * the server and return 0, with everything committed. While commits fail it
+ * keeps serving (writes answer 503) and retries with a backoff. Non-zero:
+ * MOOR_ELUA after an engine error, MOOR_EIO when stopped while commits still
+ * failed (moor_errmsg says why). */
 MOOR_API int moor_serve(moor *m);
 MOOR_API void moor_stop(moor *m);
 
