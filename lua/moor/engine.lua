@@ -917,6 +917,11 @@ end
 -- writes 503 and the host retries the engine's round with a backoff.
 M.store_error = nil
 
+-- Runs a failed commit took back, loaded again from their logs at the start
+-- of the next round (not at once: the failure can surface deep inside a
+-- body, a step's completion or a run's own ending).
+local reload_ids, reload_set = {}, {}
+
 -- The store rolled the transaction back; take it back in memory as well, so
 -- that an answered error means nothing happened: its events are never handed
 -- out, and every run it touched is dropped and loaded again from its log (a
@@ -935,11 +940,18 @@ local function discard_tx()
     if not touched[p[1]] then n = n + 1; keep[n] = p end
   end
   pending, npending = keep, n
-  local ids = {}
   for r in pairs(touched) do
-    ids[#ids + 1] = r.id
+    if not reload_set[r.id] then
+      reload_set[r.id] = true
+      reload_ids[#reload_ids + 1] = r.id
+    end
     if runs[r.id] == r then end_run(r, "running") else r.settled = true end
   end
+end
+
+local function reload_discarded()
+  local ids = reload_ids
+  reload_ids, reload_set = {}, {}
   table.sort(ids) -- a fixed order, as resume_all has
   for _, id in ipairs(ids) do
     if not runs[id] then
@@ -1046,6 +1058,7 @@ M.compact_timers = compact_heap
 -- backoff), and whether the store is known to work (a commit succeeded since
 -- the last failure).
 function M.tick()
+  if reload_ids[1] then reload_discarded() end
   local now = now_ms()
   while nheap > 0 and heap[1].due <= now do
     local t = heap_pop()

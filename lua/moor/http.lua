@@ -183,7 +183,8 @@ local routes = {
     if not engine.tools[session().TOOL] then
       return fail(404, "not_found", "this agent has no agent.lua, so it cannot hold sessions")
     end
-    local id, err = session().create(body.message)
+    local id, err, code = session().create(body.message)
+    if code == "store" then return api_fail(engine.store_unavailable(err)) end
     if not id then return fail(500, "internal", err) end
     return reply(201, { sessionId = id })
   end },
