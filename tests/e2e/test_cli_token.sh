@@ -43,7 +43,8 @@ forge() {
   rm -f "$1.lock"
   printf 'pid=1\nstarted=2026-01-01T00:00:00Z\nurl=%s\n' "$2" >"$1.lock"
   chown "$3" "$1.lock"
-  flock -x "$1.lock" sleep 60 &
+  # (the subshell becomes the sleep, so killing HOLD_PID drops the lock)
+  (exec 9>>"$1.lock" && flock -x 9 && exec sleep 60) &
   HOLD_PID=$!
   wait_for sh -c "! flock -n -s '$1.lock' true"
 }
