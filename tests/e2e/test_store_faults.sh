@@ -109,4 +109,27 @@ grep -q "\"id\":\"$W3\",[^}]*\"status\":\"completed\"" "$T/runs.json" || grep -q
   || fail "expected 4 three_steps runs (w0, w1, w2, w3): $(cat "$T/runs.json")"
 for i in 1 2 3 4; do ran "lost$i" && fail "a call answered 503 ran (lost$i)"; done
 [ "$(count one "$T/w1")" = 1 ] || fail "w1 ran step one $(count one "$T/w1") times"
+
+# 25: a fatal engine error (here, a tool that breaks the engine on purpose)
+# stops moor dev with a non-zero exit and the cause, not 0.
+cat >"$T/agent/tools/break_engine.lua" <<'LUA'
+local moor = require "moor"
+return moor.defineTool {
+  description = "Test tool: replaces the engine's round with one that raises.",
+  inputSchema = moor.schema.object {},
+  execute = function()
+    require("moor.engine").tick = function() error("the engine broke on purpose", 0) end
+    return {}
+  end,
+}
+LUA
+start_dev agent 127.0.0.1:0
+req POST /v1/tools/break_engine/calls '{}'
+set +e
+for _ in $(seq 1 100); do kill -0 "$DEV_PID" 2>/dev/null || break; sleep 0.1; done
+kill -TERM "$DEV_PID" 2>/dev/null; wait "$DEV_PID"; st=$?
+set -e
+DEV_PID=
+[ $st = 1 ] || fail "moor dev after an engine error exited $st, not 1"
+grep -q "the engine broke on purpose" "$T/dev.err" || fail "no cause on stderr: $(tail -3 "$T/dev.err")"
 pass "full disk: refused at start; 503 calls leave no run; a failed round retries and recovers; exit non-zero with the cause"
