@@ -130,15 +130,19 @@ static int l_append(lua_State *L) {
   return 1;
 }
 
+/* commit() -> true, wrote (a transaction was open) | nil, cause. On failure
+ * the transaction has been rolled back: nothing of it is in the file. */
 static int l_commit(lua_State *L) {
   moor *m = self(L);
+  int wrote = m->store.in_tx;
   if (moor_store_commit(&m->store)) {
     lua_pushnil(L);
     lua_pushstring(L, m->store.err);
     return 2;
   }
   lua_pushboolean(L, 1);
-  return 1;
+  lua_pushboolean(L, wrote);
+  return 2;
 }
 
 /* events(run_id) -> n, last_seq, ops, kinds, names, payloads, times: one

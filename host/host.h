@@ -28,6 +28,11 @@ struct moor {
   uv_check_t check;       /* ticks the engine after each loop iteration (serve) */
   uv_signal_t sigint, sigterm;
   int serving;
+  int serve_rc;           /* why moor_serve stopped: 0, or the fatal engine error */
+  int store_failing;      /* a commit failed: the round is retried after store_backoff_ms */
+  int store_ok;           /* the engine's last round: no failure since the last commit */
+  unsigned store_backoff_ms;
+  uint64_t store_retry_at; /* uv_now() of the next retry */
   int owns_L;             /* 0 in module mode: the Lua state is the host program's */
   struct after_timer *afters; /* core.after timers pending (core.c) */
   char err[8192];

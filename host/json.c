@@ -233,8 +233,39 @@ static const char esc_tab[256] = {
   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '\\', 0, 0, 0,
   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'u',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
+  'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v', 'v',
 };
 
+/* Length of the valid UTF-8 sequence at p (whose lead byte is >= 0x80), or
+ * 0: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const char *sp, const char *se) {
+  const unsigned char *p = (const unsigned char *)sp, *end = (const unsigned char *)se;
+  size_t have = (size_t)(end - p);
+  unsigned c = p[0];
+  if (c >= 0xc2 && c <= 0xdf) return have >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    if (have < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f)) return 0;
+    return 3;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    if (have < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80) return 0;
+    if ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f)) return 0;
+    return 4;
+  }
+  return 0;
+}
+
+/* Strings are copied as they are when they are UTF-8; a byte that starts no
+ * valid sequence becomes U+FFFD, so the encoder never writes text that is
+ * not JSON (a webhook body in Latin-1 arrives with its odd bytes replaced). */
 static int enc_string(jenc *e, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   size_t start = 0;
@@ -244,8 +275,17 @@ static int enc_string(jenc *e, const char *s, size_t n) {
     unsigned char c = (unsigned char)s[i];
     char x = esc_tab[c];
     if (!x) continue;
+    if (x == 'v') {
+      size_t k = utf8_seq(s + i, s + n);
+      if (k) {
+        i += k - 1;
+        continue;
+      }
+    }
     if (put(e, s + start, i - start)) return -1;
-    if (x == 'u') {
+    if (x == 'v') {
+      if (put(e, "\xef\xbf\xbd", 3)) return -1;
+    } else if (x == 'u') {
       char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
       if (put(e, u, 6)) return -1;
     } else {
@@ -731,11 +771,17 @@ static inline void skip_ws(jdec *d) {
   d->p = p;
 }
 
-/* Bytes that end the plain run of a string: '"', '\\', control characters. */
+/* Bytes that end the plain run of a string: '"', '\\', control characters,
+ * and non-ASCII bytes (each must start a valid UTF-8 sequence). */
 static const unsigned char str_stop[256] = {
   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
   0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
 static int hex4(const char *p, unsigned *out) {
@@ -792,6 +838,11 @@ static int dec_string_slow(jdec *d, const char *start, const char *q) {
     if (c != '\\') {
       if (c < 0x20) return dec_fail(d, q, "control character in string (must be escaped)");
       const char *r = q + 1;
+      if (c >= 0x80) {
+        size_t k = utf8_seq(q, end);
+        if (!k) return dec_fail(d, q, "invalid UTF-8 in string");
+        r = q + k;
+      }
       while (r < end && !str_stop[(unsigned char)*r]) r++;
       if (dec_room(d, n + (size_t)(r - q) + 4)) return -1;
       memcpy(d->sc->buf + n, q, (size_t)(r - q));
@@ -838,7 +889,13 @@ static int dec_string_slow(jdec *d, const char *start, const char *q) {
 
 static int dec_string(jdec *d) {
   const char *start = d->p + 1, *q = start, *end = d->end;
-  while (q < end && !str_stop[(unsigned char)*q]) q++;
+  for (;;) {
+    while (q < end && !str_stop[(unsigned char)*q]) q++;
+    if (q == end || (unsigned char)*q < 0x80) break;
+    size_t k = utf8_seq(q, end);
+    if (!k) return dec_fail(d, q, "invalid UTF-8 in string");
+    q += k;
+  }
   if (q < end && *q == '"') { /* no escapes: straight from the input */
     lua_pushlstring(d->L, start, (size_t)(q - start));
     d->p = q + 1;

@@ -19,7 +19,8 @@ static const char *USAGE =
   "commands:\n"
   "  call TOOL [JSON]   start a run of TOOL with JSON input (default {}), drive it,\n"
   "                     print progress to stderr and the result JSON on stdout\n"
-  "  resume             drive every unfinished run until none is runnable or due\n"
+  "  resume             drive every unfinished run until none is runnable or due,\n"
+  "                     then say what the rest wait on (exit 0)\n"
   "  runs [--json]      list runs (id, tool, status, started, updated)\n"
   "  logs RUN [--json]  print a run's event log\n"
   "  dev                serve the HTTP API and drive every run until SIGINT/SIGTERM;\n"
@@ -48,7 +49,8 @@ static const char *USAGE =
   "                     (ctx.ask answers \"unavailable\" at once)\n"
   "  --version          print the version\n"
   "\n"
-  "exit status: 0 success, 1 the tool failed, 2 usage or load error\n";
+  "exit status: 0 success, 1 the tool failed, 2 usage or load error (runs and logs:\n"
+  "             no database at FILE)\n";
 
 typedef struct opts {
   const char *agent, *db, *cmd, *listen, *text;
@@ -113,10 +115,15 @@ static int parse(int argc, char **argv, opts *o) {
 static void print_event(const moor_event *ev, void *ud) {
   if (ud && (!strcmp(ev->kind, "run.completed") || !strcmp(ev->kind, "run.failed")))
     printf("%s %s %s\n", ev->run_id, ev->kind + 4, ev->payload);
-  if (!strcmp(ev->kind, "progress")) fprintf(stderr, "progress: %s\n", ev->payload);
-  else if (!strcmp(ev->kind, "step.retry"))
-    fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", ev->payload);
-  else if (!strcmp(ev->kind, "run.note")) fprintf(stderr, "note: %s\n", ev->payload);
+  const char *what = !strcmp(ev->kind, "progress") ? "progress" : !strcmp(ev->kind, "step.retry") ? "retry"
+                     : !strcmp(ev->kind, "run.note") ? "note" : NULL;
+  if (!what) return;
+  char *text = strdup(ev->payload); /* for the terminal: no control characters */
+  if (!text) return;
+  moor_term_clean(text);
+  if (!strcmp(what, "retry")) fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", text);
+  else fprintf(stderr, "%s: %s\n", what, text);
+  free(text);
 }
 
 static moor *open_engine(const opts *o, int read_only, int *status) {
@@ -494,6 +501,17 @@ static int approval_binding(const char *base, const char *id, char *call, size_t
   return 1;
 }
 
+/* A server named by a lock file that another user wrote, or at an address
+ * that is not loopback, gets nothing from us: the token least of all. */
+static int untrusted_server(const char *url) {
+  fprintf(stderr,
+          "moor: a moor dev at %s holds the database, but its lock file is another user's or that is not a "
+          "loopback address: not sending it MOOR_API_TOKEN (or anything else). Stop that process, or use "
+          "--db for another file\n",
+          url);
+  return 2;
+}
+
 /* answer and cancel: through a running moor dev when one holds the
  * database, else directly in the database (the run picks it up on resume). */
 static int cmd_answer_or_cancel(const opts *o, int answer) {
@@ -501,7 +519,9 @@ static int cmd_answer_or_cancel(const opts *o, int answer) {
     return usage_error("answer needs REQUEST and an OPTION id, or REQUEST --text TEXT%s", "");
   if (!answer && o->nargs != 1) return usage_error("cancel needs a RUN id%s", "");
   char url[1024], full[2048], body[9800];
-  if (moor_find_server(o->db, url, sizeof url) == 0) {
+  int found = moor_find_server(o->db, url, sizeof url);
+  if (found == MOOR_EINVAL) return untrusted_server(url);
+  if (found == 0) {
     if (answer) {
       char q[8200], call[256], hash[256], tool[256], qc[600], qh[600];
       json_quote(q, sizeof q, o->text ? o->text : o->args[1]);
@@ -614,7 +634,7 @@ static size_t sse_write(char *data, size_t size, size_t n, void *ud) {
       if (!strcmp(k, "turn.started")) ss->busy = 1;
       if (!strcmp(k, "turn.completed") || !strcmp(k, "turn.failed")) ss->busy = 0;
     } else if (!strncmp(ss->buf, "data: ", 6) && ss->buf[6]) {
-      printf("%s\n", ss->buf + 6);
+      printf("%s\n", moor_term_clean(ss->buf + 6));
       fflush(stdout);
     }
     ss->len = 0;
@@ -699,7 +719,9 @@ static int chat_http(const char *base) {
 static int cmd_chat(const opts *o) {
   if (o->nargs) return usage_error("chat takes no arguments%s", "");
   char url[1024];
-  if (moor_find_server(o->db, url, sizeof url) == 0) return chat_http(url);
+  int found = moor_find_server(o->db, url, sizeof url);
+  if (found == MOOR_EINVAL) return untrusted_server(url);
+  if (found == 0) return chat_http(url);
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
@@ -783,6 +805,11 @@ static int cmd_resume(const opts *o) {
   if (rc) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = 1;
+  } else {
+    /* Runs left waiting are not an error (exit 0): say what each waits on. */
+    char *waiting = NULL;
+    if (moor_describe_waiting(m, &waiting) == 0 && waiting) fputs(moor_term_clean(waiting), stdout);
+    free(waiting);
   }
 out:
   moor_close(m);

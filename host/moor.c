@@ -12,6 +12,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef MOOR_LUA_DIR
 #define MOOR_LUA_DIR "lua"
@@ -44,7 +45,8 @@ const char *moor_strerror(int code) {
   }
 }
 
-/* mkdir -p for the database's parent directory (.moor/ by default). */
+/* mkdir -p for the database's parent directory (.moor/ by default). The
+ * directories it creates are 0700: the state in them is the user's alone. */
 static int make_parent(const char *path) {
   char *dup = strdup(path);
   if (!dup) return MOOR_ENOMEM;
@@ -54,10 +56,10 @@ static int make_parent(const char *path) {
     for (char *p = dup + 1; *p; p++) {
       if (*p != '/') continue;
       *p = 0;
-      mkdir(dup, 0777);
+      mkdir(dup, 0700);
       *p = '/';
     }
-    if (mkdir(dup, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(dup, 0700) != 0 && errno != EEXIST) {
       free(dup);
       return MOOR_EIO;
     }
@@ -144,17 +146,24 @@ static int init_engine(moor *m, const moor_config *cfg) {
   uv_timer_init(&m->loop, &m->timer);
   m->loop_ok = 1;
   if (moor_fetch_open(&m->loop, &m->fetch)) return set_err(m, MOOR_EIO, "cannot start the HTTP client%s", NULL);
-  if (make_parent(db)) return set_err(m, MOOR_EIO, "cannot create the directory for %s", db);
-  if (!cfg->read_only) {
+  if (cfg->read_only) {
+    /* Inspecting creates nothing: a mistyped --db is an error, not a new file. */
+    struct stat st;
+    if (stat(db, &st) != 0 || !S_ISREG(st.st_mode))
+      return set_err(m, MOOR_ENOTFOUND, "no database at %s (check --db or $MOOR_DB)", db);
+  } else {
+    if (make_parent(db)) return set_err(m, MOOR_EIO, "cannot create the directory for %s", db);
     int rc = moor_lock_acquire(db, &m->lock_fd, m->err, sizeof m->err);
     if (rc) return rc;
   }
   int durability = cfg->durability;
   const char *d = getenv("MOOR_DURABILITY");
   if (d && strcmp(d, "full") == 0) durability = MOOR_DURABILITY_FULL;
-  if (moor_store_open(&m->store, db, durability)) {
-    snprintf(m->err, sizeof m->err, "cannot open database %s: %s", db, m->store.err);
-    return MOOR_EIO;
+  int rc = moor_store_open(&m->store, db, durability, cfg->read_only);
+  if (rc) {
+    snprintf(m->err, sizeof m->err, "%s %s: %s", rc == MOOR_ENOTFOUND ? "no database at" : "cannot open database",
+             db, m->store.err);
+    return rc;
   }
   return 0;
 }
@@ -297,11 +306,18 @@ int moor_resume_all(moor *m) {
 /* One scheduler round of the engine, without running the loop (on_check
  * runs inside the loop). */
 static int engine_tick(moor *m, long long *next_due_ms) {
-  int rc = moor_call_engine(m, "tick", 0, 1);
+  int rc = moor_call_engine(m, "tick", 0, 3);
   if (rc) return rc;
-  if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -1, -1);
-  lua_pop(m->L, 1);
-  return 0;
+  if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -3, -1);
+  if (lua_isstring(m->L, -2)) {
+    /* A commit failed: it was rolled back and the engine took back what it
+     * held of it; the runs it touched replay from their logs when retried. */
+    set_err(m, MOOR_EIO, "cannot write the database: %s", lua_tostring(m->L, -2));
+    rc = MOOR_EIO;
+  }
+  m->store_ok = lua_toboolean(m->L, -1);
+  lua_pop(m->L, 3);
+  return rc;
 }
 
 int moor_tick(moor *m, long long *next_due_ms) {
@@ -323,6 +339,22 @@ int moor_run(moor *m) {
       uv_timer_stop(&m->timer);
     }
   }
+}
+
+char *moor_term_clean(char *s) {
+  if (!s) return s;
+  unsigned char *r = (unsigned char *)s, *w = r;
+  for (; *r; r++) {
+    unsigned char c = *r;
+    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) continue;
+    if (c == 0xc2 && r[1] >= 0x80 && r[1] <= 0x9f) { /* U+0080..U+009F: C1 controls (CSI, OSC...) */
+      r++;
+      continue;
+    }
+    *w++ = c;
+  }
+  *w = 0;
+  return s;
 }
 
 static char *dup_top(lua_State *L, int idx) {
@@ -371,6 +403,8 @@ static int json_result(moor *m, const char *fn, const char *arg, int as_json, ch
     rc = MOOR_ENOTFOUND;
   } else if (!(*json = dup_top(m->L, -2))) {
     rc = MOOR_ENOMEM;
+  } else if (!as_json) {
+    moor_term_clean(*json); /* a run's log as text goes to a terminal */
   }
   lua_pop(m->L, 2);
   return rc;
@@ -382,6 +416,126 @@ int moor_list_runs(moor *m, int as_json, char **out) {
 
 int moor_list_events(moor *m, const char *run_id, int as_json, char **out) {
   return json_result(m, "list_events", run_id, as_json, out);
+}
+
+/* One column of a one-parameter query, each row through fn. */
+static int each_row(moor *m, const char *sql, const char *arg, void (*fn)(FILE *, const char *, const char *, void *),
+                    FILE *f, void *ud) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(m->store.db, sql, -1, &st, NULL) != SQLITE_OK)
+    return set_err(m, MOOR_EIO, "cannot read the database: %s", sqlite3_errmsg(m->store.db));
+  if (arg) sqlite3_bind_text(st, 1, arg, -1, SQLITE_TRANSIENT);
+  int n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *a = (const char *)sqlite3_column_text(st, 0);
+    const char *b = sqlite3_column_count(st) > 1 ? (const char *)sqlite3_column_text(st, 1) : NULL;
+    fn(f, a ? a : "", b ? b : "", ud);
+    n++;
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+typedef struct waits {
+  const char *run, *tool;
+  int n;
+} waits;
+
+static void wait_line(FILE *f, waits *w, const char *what) {
+  if (w->n++) fprintf(f, "  and on %s\n", what);
+  else fprintf(f, "%s (%s) waits on %s\n", w->run, w->tool, what);
+}
+
+static void on_question(FILE *f, const char *req, const char *unused, void *ud) {
+  (void)unused;
+  char what[256];
+  snprintf(what, sizeof what, "a question %s: 'moor answer %s OPTION' (or --text TEXT)", req, req);
+  wait_line(f, ud, what);
+}
+
+static void on_hook(FILE *f, const char *kind, const char *count, void *ud) {
+  waits *w = ud;
+  char what[256];
+  if (!strcmp(w->tool, "moor__session"))
+    snprintf(what, sizeof what, "its next message: 'moor chat' or 'moor dev' continues it");
+  else
+    snprintf(what, sizeof what, "%s %s%s: 'moor dev' serves %s", count, kind, strcmp(count, "1") ? "s" : "",
+             !strcmp(kind, "webhook") ? "its webhook URL" : "POST /v1/hooks/TOKEN");
+  wait_line(f, ud, what);
+}
+
+static void on_child(FILE *f, const char *child, const char *tool, void *ud) {
+  char what[256];
+  snprintf(what, sizeof what, "its child run %s (%s)", child, tool);
+  wait_line(f, ud, what);
+}
+
+typedef struct run_list {
+  char **ids, **tools;
+  size_t n, cap;
+  int oom;
+} run_list;
+
+static void on_run(FILE *f, const char *id, const char *tool, void *ud) {
+  (void)f;
+  run_list *l = ud;
+  if (l->oom) return;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    char **ids = realloc(l->ids, cap * sizeof *ids);
+    if (ids) l->ids = ids;
+    char **tools = ids ? realloc(l->tools, cap * sizeof *tools) : NULL;
+    if (tools) l->tools = tools;
+    if (!ids || !tools) {
+      l->oom = 1;
+      return;
+    }
+    l->cap = cap;
+  }
+  l->ids[l->n] = strdup(id);
+  l->tools[l->n] = strdup(tool);
+  if (!l->ids[l->n] || !l->tools[l->n]) {
+    free(l->ids[l->n]);
+    free(l->tools[l->n]);
+    l->oom = 1;
+    return;
+  }
+  l->n++;
+}
+
+int moor_describe_waiting(moor *m, char **out) {
+  *out = NULL;
+  run_list l = {0};
+  int rc = each_row(m, "SELECT id, tool FROM runs WHERE status='running' ORDER BY started, id", NULL, on_run, NULL, &l);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = rc >= 0 && !l.oom && l.n ? open_memstream(&buf, &len) : NULL;
+  if (rc >= 0 && !l.oom && l.n && !f) rc = MOOR_ENOMEM;
+  for (size_t i = 0; f && i < l.n && rc >= 0; i++) {
+    waits w = {l.ids[i], l.tools[i], 0};
+    if ((rc = each_row(m, "SELECT request_id FROM inputs WHERE run_id=? AND status='pending' ORDER BY created, "
+                       "request_id", w.run, on_question, f, &w)) < 0 ||
+        (rc = each_row(m, "SELECT kind, count(*) FROM hooks WHERE run_id=? AND closed=0 GROUP BY kind ORDER BY kind",
+                       w.run, on_hook, f, &w)) < 0 ||
+        (rc = each_row(m, "SELECT id, tool FROM runs WHERE parent_id=? AND status='running' ORDER BY started, id",
+                       w.run, on_child, f, &w)) < 0)
+      break;
+    if (!w.n) wait_line(f, &w, "nothing this process can see (a cancel's cleanup, or a step elsewhere)");
+  }
+  if (l.oom) rc = MOOR_ENOMEM;
+  for (size_t i = 0; i < l.n; i++) {
+    free(l.ids[i]);
+    free(l.tools[i]);
+  }
+  free(l.ids);
+  free(l.tools);
+  if (f && fclose(f) != 0 && rc >= 0) rc = MOOR_ENOMEM;
+  if (rc < 0) {
+    free(buf);
+    return rc;
+  }
+  *out = buf;
+  return 0;
 }
 
 int moor_test(moor *m, int argc, char **argv) {
@@ -446,7 +600,7 @@ int moor_format_input(moor *m, const char *request_id, char **out) {
     lua_pop(m->L, 2);
     return MOOR_ENOTFOUND;
   }
-  *out = dup_top(m->L, -2);
+  *out = moor_term_clean(dup_top(m->L, -2));
   lua_pop(m->L, 2);
   return *out ? 0 : MOOR_ENOMEM;
 }
@@ -456,10 +610,30 @@ int moor_cancel(moor *m, const char *run_id) {
   return api_result(m, moor_call_engine(m, "cancel", 1, 4));
 }
 
+/* http://HOST[:PORT][/...] where HOST is 127.x.x.x, localhost or [::1]. */
+static int is_loopback_url(const char *url) {
+  if (strncmp(url, "http://", 7)) return 0;
+  const char *h = url + 7;
+  size_t n = strcspn(h, ":/");
+  if (*h == '[') n = strcspn(h, "]") + 1;
+  if (n == 9 && !strncmp(h, "localhost", 9)) return 1;
+  if (n == 5 && !strncmp(h, "[::1]", 5)) return 1;
+  if (strncmp(h, "127.", 4)) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(h[i] == '.' || (h[i] >= '0' && h[i] <= '9'))) return 0;
+  return 1;
+}
+
 int moor_find_server(const char *db_path, char *url, size_t url_size) {
   if (!db_path || !*db_path) db_path = getenv("MOOR_DB");
   if (!db_path || !*db_path) db_path = ".moor/moor.db";
-  return moor_lock_server_url(db_path, url, url_size);
+  unsigned owner = 0;
+  int rc = moor_lock_server_url(db_path, url, url_size, &owner);
+  if (rc) return rc;
+  /* The lock file says where to send $MOOR_API_TOKEN: believe it only when
+   * this user wrote it and it names this machine's loopback. */
+  if (owner != (unsigned)geteuid() || !is_loopback_url(url)) return MOOR_EINVAL;
+  return 0;
 }
 
 /* HTTP requests go to the Lua router (lua/moor/http.lua), which answers
@@ -566,7 +740,18 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   char u[600];
   snprintf(u, sizeof u, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, moor_http_port(m->http));
   if (url && url_size) snprintf(url, url_size, "%s", u);
-  if (m->lock_fd >= 0) moor_lock_note_url(m->lock_fd, u);
+  if (m->lock_fd >= 0) {
+    /* A wildcard address also answers on loopback: note that URL, the one
+     * the CLI will send the token to. */
+    char note[600];
+    if (!strcmp(host, "0.0.0.0"))
+      snprintf(note, sizeof note, "http://127.0.0.1:%d", moor_http_port(m->http));
+    else if (!strcmp(host, "::"))
+      snprintf(note, sizeof note, "http://[::1]:%d", moor_http_port(m->http));
+    else
+      snprintf(note, sizeof note, "%s", u);
+    moor_lock_note_url(m->lock_fd, note);
+  }
   lua_pushstring(m->L, u);
   lua_pushboolean(m->L, !is_loopback(host));
   if ((rc = moor_call_engine(m, "serving", 2, 1))) return rc;
@@ -577,13 +762,46 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
 
 static void on_serve_due(uv_timer_t *t);
 
+/* While commits fail (a full disk, an immutable WAL) moor dev keeps serving:
+ * reads work, writes answer 503, and the engine's round is retried with a
+ * backoff (0.1 s doubling to 5 s) until the database takes writes again. */
+#define MOOR_STORE_BACKOFF_MIN 100
+#define MOOR_STORE_BACKOFF_MAX 5000
+
 static void on_check(uv_check_t *h) {
   moor *m = h->data;
   long long due;
-  if (engine_tick(m, &due)) {
+  if (m->store_failing && uv_now(&m->loop) < m->store_retry_at) {
+    if (!uv_is_active((uv_handle_t *)&m->timer))
+      uv_timer_start(&m->timer, on_serve_due, m->store_retry_at - uv_now(&m->loop), 0);
+    return;
+  }
+  int rc = engine_tick(m, &due);
+  if (rc == MOOR_EIO) {
+    unsigned b = m->store_backoff_ms;
+    b = b ? b * 2 : MOOR_STORE_BACKOFF_MIN;
+    if (b > MOOR_STORE_BACKOFF_MAX) b = MOOR_STORE_BACKOFF_MAX;
+    if (!m->store_failing || b != m->store_backoff_ms)
+      fprintf(stderr, "moor: %s; nothing of it was recorded. Retrying in %.1f s; reads are served and "
+              "writes answer 503 until the database takes writes again\n", m->err, b / 1000.0);
+    m->store_failing = 1;
+    m->store_backoff_ms = b;
+    m->store_retry_at = uv_now(&m->loop) + b;
+    uv_timer_stop(&m->timer);
+    uv_timer_start(&m->timer, on_serve_due, b, 0);
+    return;
+  }
+  if (rc) {
+    /* A fatal engine error: stop, and moor_serve reports it (non-zero). */
     fprintf(stderr, "moor: %s\n", m->err);
+    m->serve_rc = rc;
     moor_stop(m);
     return;
+  }
+  if (m->store_failing && m->store_ok) { /* a commit went through (not a round that wrote nothing) */
+    fprintf(stderr, "moor: the database takes writes again\n");
+    m->store_failing = 0;
+    m->store_backoff_ms = 0;
   }
   uv_timer_stop(&m->timer);
   if (due >= 0) uv_timer_start(&m->timer, on_serve_due, (uint64_t)due, 0);
@@ -611,6 +829,7 @@ static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
 int moor_serve(moor *m) {
   m->serving = 1;
+  m->serve_rc = 0;
   uv_check_init(&m->loop, &m->check);
   m->check.data = m;
   m->timer.data = m;
@@ -633,7 +852,20 @@ int moor_serve(moor *m) {
   uv_close((uv_handle_t *)&m->sigterm, on_handle_closed);
   uv_timer_stop(&m->timer);
   uv_run(&m->loop, UV_RUN_NOWAIT);
-  return moor_call_engine(m, "shutdown", 0, 0);
+  char cause[2048];
+  snprintf(cause, sizeof cause, "%.2000s", m->err);
+  int rc = moor_call_engine(m, "shutdown", 0, 0);
+  if (rc) return rc; /* the last writes could not be committed: m->err says why */
+  if (m->serve_rc) {
+    snprintf(m->err, sizeof m->err, "stopped on an engine error: %s", cause);
+    return m->serve_rc;
+  }
+  if (m->store_failing) {
+    snprintf(m->err, sizeof m->err, "stopped while the database could not be written (%s); what was "
+             "answered is recorded, and the runs continue from their logs on the next start", cause);
+    return MOOR_EIO;
+  }
+  return 0;
 }
 
 int moor_session_start(moor *m, const char *message, char *session_id, size_t size) {
@@ -679,7 +911,7 @@ int moor_format_event(moor *m, const moor_event *ev, char **out) {
   lua_pushstring(L, ev->payload);
   int rc = moor_call_engine(m, "format_event", 3, 1);
   if (rc) return rc;
-  if (!lua_isnil(L, -1) && !(*out = dup_top(L, -1))) rc = MOOR_ENOMEM;
+  if (!lua_isnil(L, -1) && !(*out = moor_term_clean(dup_top(L, -1)))) rc = MOOR_ENOMEM;
   lua_pop(L, 1);
   return rc;
 }

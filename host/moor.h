@@ -44,7 +44,9 @@ typedef struct moor_config {
   const char *db_path;    /* NULL: $MOOR_DB, else .moor/moor.db */
   int durability;         /* MOOR_DURABILITY_*; NORMAL survives a killed process */
   const char *lua_dir;    /* NULL: $MOOR_LUA_DIR, else the build's lua/ directory */
-  int read_only;          /* 1: inspect only (runs, logs); takes no lock */
+  int read_only;          /* 1: inspect only (runs, logs): takes no lock, opens the
+                           * file read-only and creates nothing (MOOR_ENOTFOUND
+                           * "no database at ..." when it is missing) */
   int no_input;           /* 1: runs started by moor_call have no channel for
                            * questions: ctx.ask answers "unavailable" */
   size_t body_limit;      /* HTTP request body limit; 0: $MOOR_BODY_LIMIT or 1 MiB */
@@ -84,6 +86,9 @@ MOOR_API int moor_resume_all(moor *m);
 /* Run what is ready and return at once. *next_due_ms (may be NULL) gets the
  * milliseconds until the next timer, or -1 when nothing is waiting. */
 MOOR_API int moor_tick(moor *m, long long *next_due_ms);
+/* (moor_tick and moor_run: MOOR_EIO "cannot write the database: ..." when a
+ * commit failed. It was rolled back, the runs it touched reload from their
+ * logs, and calling again later retries; nothing answered was lost.) */
 
 /* Block until no run is runnable or due (sleeping until timers fall due). */
 MOOR_API int moor_run(moor *m);
@@ -137,19 +142,36 @@ MOOR_API int moor_session_line(moor *m, const char *session_id, const char *line
  * NULL when the event is not worth showing). */
 MOOR_API int moor_format_event(moor *m, const moor_event *ev, char **out);
 
+/* Make text safe for a terminal, in place: drop control characters (C0
+ * but tab and newline, DEL, and C1 as UTF-8), so text from a model or a tool
+ * cannot move the cursor, retitle the window or clear the screen. Returns s.
+ * moor_format_event, moor_format_input and the text of moor_list_* are
+ * already cleaned. */
+MOOR_API char *moor_term_clean(char *s);
+
 /* Serve the HTTP API on addr ("127.0.0.1:7373"; port 0 picks a free one).
  * The URL it listens on is copied into url. A non-loopback address needs
  * $MOOR_API_TOKEN (every /v1 route then wants "Authorization: Bearer ..."). */
 MOOR_API int moor_listen(moor *m, const char *addr, char *url, size_t url_size);
 
 /* Drive runs and serve HTTP until moor_stop, SIGINT or SIGTERM; then stop
- * the server and return 0, with everything committed. */
+ * the server and return 0, with everything committed. While commits fail it
+ * keeps serving (writes answer 503) and retries with a backoff. Non-zero:
+ * MOOR_ELUA after an engine error, MOOR_EIO when stopped while commits still
+ * failed (moor_errmsg says why). */
 MOOR_API int moor_serve(moor *m);
 MOOR_API void moor_stop(moor *m);
 
 /* When a moor process that serves HTTP holds the database's lock, copy its
- * URL into url and return 0; else MOOR_ENOTFOUND. Takes no lock. */
+ * URL into url and return 0; else MOOR_ENOTFOUND. Takes no lock. MOOR_EINVAL
+ * (url still copied, for a message) when the lock file is not the current
+ * user's or the URL is not loopback: send it nothing ($MOOR_API_TOKEN least). */
 MOOR_API int moor_find_server(const char *db_path, char *url, size_t url_size);
+
+/* What each unfinished run waits on, one line per run ("run_x (tool) waits
+ * on a question req_y: ..."), for `moor resume` to say why it stopped; *out
+ * is NULL when no run is unfinished (caller frees). */
+MOOR_API int moor_describe_waiting(moor *m, char **out);
 
 /* Run busted specs inside the host (argv as busted's own). Returns the exit
  * status busted reports. */

@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MOOR_SCHEMA_VERSION 1
 
@@ -127,29 +129,96 @@ static int migrate(moor_store *s) {
   return 0;
 }
 
-int moor_store_open(moor_store *s, const char *path, int durability) {
+/* The database, its -wal and -shm are the user's alone (0600). SQLite gives
+ * -wal and -shm the database's own mode, so creating the database under a
+ * 077 umask is enough for new files; chmod tightens what an older moor made. */
+static void tighten(const char *path) {
+  char p[4096];
+  static const char *const sfx[] = {"", "-wal", "-shm"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+    struct stat st;
+    if (stat(p, &st) == 0 && (st.st_mode & 077) && st.st_uid == geteuid() && chmod(p, st.st_mode & 0700) != 0) {
+      /* not ours to change: leave it */
+    }
+  }
+}
+
+/* Refuse a database this process cannot write (a read-only or immutable file
+ * or directory, a full disk): better than serving and failing every write. */
+static int check_writable(moor_store *s, const char *path, int version) {
+  if (sqlite3_db_readonly(s->db, "main") == 1) {
+    snprintf(s->err, sizeof s->err,
+             "the file is read-only for this process (permissions, a read-only mount or an immutable "
+             "file): moor needs to write %s, its -wal and -shm", path);
+    return MOOR_EIO;
+  }
+  char pragma[64];
+  snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", version);
+  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(s->db, pragma, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    snprintf(s->err, sizeof s->err,
+             "a test write failed: %s (is the disk full, or the file or its directory read-only?)",
+             sqlite3_errmsg(s->db));
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return MOOR_EIO;
+  }
+  return 0;
+}
+
+int moor_store_open(moor_store *s, const char *path, int durability, int read_only) {
   memset(s, 0, sizeof *s);
-  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+  int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  mode_t old = umask(077);
+  int orc = sqlite3_open_v2(path, &s->db, flags, NULL);
+  umask(old);
+  if (orc != SQLITE_OK) {
     int rc = fail(s, MOOR_EIO, path);
     sqlite3_close(s->db);
     s->db = NULL;
     return rc;
   }
   sqlite3_busy_timeout(s->db, 5000);
+  if (read_only) {
+    int version = read_version(s);
+    int target = (int)(sizeof migrations / sizeof migrations[0]);
+    /* A writer may be creating or migrating it this very moment: give it a
+     * second to commit its schema. */
+    for (int i = 0; i < 50 && version >= 0 && version < target; i++) {
+      sqlite3_sleep(20);
+      version = read_version(s);
+    }
+    if (version < 0) return fail(s, MOOR_EIO, "read schema version");
+    if (version == 0) {
+      snprintf(s->err, sizeof s->err, "the file has no moor tables (an empty or foreign SQLite file)");
+      return MOOR_ENOTFOUND;
+    }
+    if (version != target) {
+      snprintf(s->err, sizeof s->err,
+               "database schema version %d, this moor reads %d; %s", version, target,
+               version < target ? "run 'moor resume' once to upgrade it" : "use a newer moor");
+      return MOOR_EIO;
+    }
+  } else {
+    tighten(path);
+  }
   /* NORMAL in WAL mode survives a killed process; FULL also survives power loss. */
   const char *sync = durability == MOOR_DURABILITY_FULL ? "PRAGMA synchronous=FULL"
                                                         : "PRAGMA synchronous=NORMAL";
   /* Switching a new file to WAL needs it to itself, and SQLite does not wait
    * for that with the busy handler: retry while another process opens it. */
   int rc = SQLITE_BUSY;
-  for (int i = 0; i < 250 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED); i++) {
+  for (int i = 0; !read_only && i < 250 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED); i++) {
     rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) sqlite3_sleep(20);
   }
-  if (rc != SQLITE_OK || sqlite3_exec(s->db, sync, NULL, NULL, NULL) != SQLITE_OK)
+  if ((!read_only && rc != SQLITE_OK) || sqlite3_exec(s->db, sync, NULL, NULL, NULL) != SQLITE_OK)
     return fail(s, MOOR_EIO, path);
-  rc = migrate(s);
-  if (rc) return rc;
+  if (!read_only) {
+    if (sqlite3_db_readonly(s->db, "main") != 1 && (rc = migrate(s))) return rc;
+    if ((rc = check_writable(s, path, read_version(s)))) return rc;
+  }
   if ((rc = prepare(s, &s->append,
                     "INSERT INTO events(run_id,seq,op,kind,name,payload,time) VALUES(?,?,?,?,?,?,?)")) ||
       (rc = prepare(s, &s->begin, "BEGIN IMMEDIATE")) ||
@@ -180,11 +249,23 @@ int moor_store_begin(moor_store *s) {
   return 0;
 }
 
+void moor_store_rollback(moor_store *s) {
+  /* SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR);
+   * whatever is left open goes now, so the next write starts afresh. */
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  s->in_tx = 0;
+}
+
 int moor_store_commit(moor_store *s) {
   if (!s->in_tx) return 0;
   int rc = sqlite3_step(s->commit);
   sqlite3_reset(s->commit);
-  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "commit");
+  if (rc != SQLITE_DONE) {
+    /* Nothing of the transaction was recorded: say why, then roll back. */
+    rc = fail(s, MOOR_EIO, "commit");
+    moor_store_rollback(s);
+    return rc;
+  }
   s->in_tx = 0;
   return 0;
 }

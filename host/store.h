@@ -16,10 +16,15 @@ typedef struct moor_store {
   char err[512];
 } moor_store;
 
-int moor_store_open(moor_store *s, const char *path, int durability);
+/* read_only: SQLITE_OPEN_READONLY, no migration, MOOR_ENOTFOUND for a file
+ * with no moor tables. Otherwise the file must take a test write. */
+int moor_store_open(moor_store *s, const char *path, int durability, int read_only);
 void moor_store_close(moor_store *s);
 int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
-int moor_store_commit(moor_store *s);  /* no-op when none is open */
+/* No-op when none is open. On failure the transaction is rolled back (in_tx
+ * cleared) and err says why: nothing of it was recorded. */
+int moor_store_commit(moor_store *s);
+void moor_store_rollback(moor_store *s); /* drop the open transaction, if any */
 int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,
                       const char *kind, const char *name, const char *payload,
                       size_t payload_len, long long time_ms);

@@ -88,6 +88,13 @@ end
 
 local mirror -- forward: copies a child run's questions and progress to its parent
 
+-- The open transaction (every write between two commits, host/store.c):
+-- the index in `emitted` of its first event, and the runs it appended to.
+-- When its COMMIT fails the store rolls it back, and the engine takes back
+-- what it holds of it in memory too (discard_tx, below).
+local tx_first = nil
+local tx_runs = {}
+
 local function append(r, op, kind, name, payload)
   if r.parent_id and mirror then mirror(r, kind, name, payload) end
   local seq = r.seq + 1
@@ -95,6 +102,8 @@ local function append(r, op, kind, name, payload)
   local t = now_ms()
   local ok, err = append_event(r.id, seq, op, kind, name, payload, t)
   if not ok then error("cannot record event: " .. tostring(err), 0) end
+  if not tx_first then tx_first = nemitted + 1 end
+  tx_runs[r] = true
   -- Handed to the embedder's listener and the event streams after the commit.
   nemitted = nemitted + 1
   emitted[nemitted] = { r.id, seq, kind, name, payload, t, op }
@@ -105,13 +114,20 @@ local flush_subscribers -- set once M.subscribe exists
 
 local function flush_listener()
   local c_listener = core.has_listener()
-  for i = 1, nemitted do
+  -- Only committed events: those of an open transaction wait for its commit.
+  local upto = tx_first and tx_first - 1 or nemitted
+  for i = 1, upto do
     local e = emitted[i]
     if c_listener then core.emit(e[1], e[2], e[3], e[4], e[5]) end
     flush_subscribers(e)
     emitted[i] = nil
   end
-  nemitted = 0
+  if upto < nemitted then
+    table.move(emitted, upto + 1, nemitted, 1)
+    for i = nemitted - upto + 1, nemitted do emitted[i] = nil end
+    tx_first = 1
+  end
+  nemitted = nemitted - upto
 end
 
 ---------------------------------------------------------------------------
@@ -928,6 +944,78 @@ local function replay_done(r)
 end
 
 ---------------------------------------------------------------------------
+-- a failed commit (a full disk, an immutable WAL): nothing of it was recorded
+
+--- The cause while commits fail (nil while they work): the API answers
+-- writes 503 and the host retries the engine's round with a backoff.
+M.store_error = nil
+
+-- Runs a failed commit took back, loaded again from their logs at the start
+-- of the next round (not at once: the failure can surface deep inside a
+-- body, a step's completion or a run's own ending).
+local reload_ids, reload_set = {}, {}
+
+-- The store rolled the transaction back; take it back in memory as well, so
+-- that an answered error means nothing happened: its events are never handed
+-- out, and every run it touched is dropped and loaded again from its log (a
+-- restart in miniature: work that ran in it, steps included, runs again, as
+-- after a kill -9 before the commit).
+local function discard_tx()
+  if tx_first then
+    for i = tx_first, nemitted do emitted[i] = nil end
+    nemitted = tx_first - 1
+  end
+  local touched = tx_runs
+  tx_first, tx_runs = nil, {}
+  local keep, n = {}, 0
+  for i = 1, npending do
+    local p = pending[i]
+    if not touched[p[1]] then n = n + 1; keep[n] = p end
+  end
+  pending, npending = keep, n
+  for r in pairs(touched) do
+    if not reload_set[r.id] then
+      reload_set[r.id] = true
+      reload_ids[#reload_ids + 1] = r.id
+    end
+    if runs[r.id] == r then end_run(r, "running") else r.settled = true end
+  end
+end
+
+local function reload_discarded()
+  local ids = reload_ids
+  reload_ids, reload_set = {}, {}
+  table.sort(ids) -- a fixed order, as resume_all has
+  for _, id in ipairs(ids) do
+    if not runs[id] then
+      local rows = core.query("SELECT * FROM runs WHERE id=?", id)
+      if rows and rows[1] and rows[1].status == "running" then load_run(rows[1]) end
+    end
+  end
+end
+
+-- Every commit goes through here. Returns true, or nil and the cause (the
+-- transaction is gone, in the file and in memory).
+local function commit()
+  local ok, err = core.commit()
+  if ok then
+    tx_first = nil
+    if next(tx_runs) then tx_runs = {} end
+    if err then M.store_error = nil end -- (err: a transaction was written)
+    return true
+  end
+  M.store_error = tostring(err)
+  discard_tx()
+  return nil, M.store_error
+end
+
+local function store_unavailable(err)
+  return nil, 503, "storage_unavailable", ("the database cannot be written now (%s); nothing was recorded: "
+    .. "try again later"):format(tostring(err))
+end
+M.store_unavailable = store_unavailable
+
+---------------------------------------------------------------------------
 -- the scheduler round
 
 -- Run every ready thread until all are parked.
@@ -945,8 +1033,7 @@ end
 -- quiescence after each: exactly what replay does with the same log, so the
 -- branches wake in the same order (and issue their ops in the same order).
 local function commit_and_deliver()
-  local ok, err = core.commit()
-  if not ok then error("cannot commit: " .. tostring(err), 0) end
+  if not commit() then return false end
   local n = npending
   local list = pending
   pending, npending = {}, 0
@@ -955,6 +1042,7 @@ local function commit_and_deliver()
     deliver(p[1], p[2], p[3], p[4], p[5])
     drain()
   end
+  return true
 end
 
 local function replay_next(r)
@@ -998,37 +1086,43 @@ local function compact_heap()
 end
 M.compact_timers = compact_heap
 
---- Run everything that is ready; returns ms until the next timer, or nil.
+--- Run everything that is ready; returns ms until the next timer (or nil),
+-- the cause when a commit of this round failed (the host retries after a
+-- backoff), and whether the store is known to work (a commit succeeded since
+-- the last failure).
 function M.tick()
+  if reload_ids[1] then reload_discarded() end
   local now = now_ms()
   while nheap > 0 and heap[1].due <= now do
     local t = heap_pop()
     if not t.run.settled then t.fire() end
   end
+  local failed = false
   while true do
     drain()
     local progressed = #replaying > 0 and replay_round()
     if npending > 0 then
-      commit_and_deliver()
+      -- A failed commit ends the round: what it took back waits for the retry.
+      if not commit_and_deliver() then failed = true; break end
     elseif not progressed then
       break
     end
   end
-  local ok, err = core.commit() -- run starts and ends, progress, schedules
-  if not ok then error("cannot commit: " .. tostring(err), 0) end
+  if not failed and not commit() then failed = true end -- run starts and ends, progress, schedules
   flush_listener()
   while nheap > 0 and heap[1].run.settled do heap_pop() end
   ticks = ticks + 1
   if ticks % 256 == 0 then compact_heap() end
+  local store_error = failed and M.store_error or nil
   if nheap > 0 then
     local d = heap[1].due - now_ms()
     if d < 0 then d = 0 end
     if M.io_inflight > 0 and d > 1000 then d = 1000 end
-    return d
+    return d, store_error, M.store_error == nil
   end
   -- Steps waiting on I/O: the loop wakes when it completes.
-  if M.io_inflight > 0 then return 1000 end
-  return nil
+  if M.io_inflight > 0 then return 1000, store_error, M.store_error == nil end
+  return nil, store_error, M.store_error == nil
 end
 
 ---------------------------------------------------------------------------
@@ -1118,7 +1212,7 @@ function M.call(name, input_json, opts)
     session = opts.session }))
   if opts.setup then opts.setup(id) end
   -- The run is durable before its id is handed out.
-  local cok, cerr = core.commit()
+  local cok, cerr = commit()
   if not cok then return nil, cerr, "store" end
   start_main(r, decode(text))
   return id, row.call_id
@@ -1366,8 +1460,8 @@ function M.answer(req_id, answer, bound)
   else
     append_offline(row.run_id, row.op, "input.resolved", "ask", payload)
   end
-  local ok, err = core.commit()
-  if not ok then return api_error(500, "store", err) end
+  local ok, err = commit()
+  if not ok then return store_unavailable(err) end
   return true
 end
 
@@ -1450,8 +1544,8 @@ function M.steer(run_id)
   if not rows or not rows[1] then return api_error(404, "not_found", ("unknown run '%s'"):format(run_id)) end
   if rows[1].status ~= "running" then return true end
   signal_run(run_id, "run.abort")
-  local ok, err = core.commit()
-  if not ok then return api_error(500, "store", err) end
+  local ok, err = commit()
+  if not ok then return store_unavailable(err) end
   return true
 end
 
@@ -1465,8 +1559,8 @@ function M.cancel(run_id)
   if rows[1].cancel_requested == 1 then return true end -- logged once; it is on its way
   core.exec("UPDATE runs SET cancel_requested=1, updated=? WHERE id=?", now_ms(), run_id)
   signal_run(run_id, "run.cancel")
-  local ok, err = core.commit()
-  if not ok then return api_error(500, "store", err) end
+  local ok, err = commit()
+  if not ok then return store_unavailable(err) end
   return true
 end
 
@@ -1502,10 +1596,10 @@ function M.deliver(token, request, via)
     core.exec("UPDATE deliveries SET consumed=1 WHERE token=? AND n=?", token, nrow[1].n + 1)
     complete(r, op, "hook.received", "await", payload)
   end
-  local ok, cerr = core.commit()
+  local ok, cerr = commit()
   if not ok then
     queued[token] = nil -- counted again from the database next time
-    return api_error(500, "store", cerr)
+    return store_unavailable(cerr)
   end
   if not op then waiting.n, waiting.bytes = waiting.n + 1, waiting.bytes + #payload end
   return h.kind, h.respond and decode(h.respond) or nil
@@ -1601,7 +1695,8 @@ function M.run_tests(args)
 end
 
 function M.shutdown()
-  core.commit()
+  local ok, err = commit()
+  if not ok then error("cannot commit the last writes: " .. tostring(err), 0) end
 end
 
 function M.stats()

@@ -230,6 +230,7 @@ local routes = {
     if code == "unknown" then return fail(404, "not_found", err) end
     if code == "json" then return fail(400, "bad_json", err) end
     if code == "input" then return fail(400, "invalid_input", err) end
+    if code == "store" then return api_fail(engine.store_unavailable(err)) end
     return fail(500, "internal", err)
   end },
   { "GET", "^/v1/runs$", function()
@@ -270,7 +271,8 @@ local routes = {
     if not engine.tools[session().TOOL] then
       return fail(404, "not_found", "this agent has no agent.lua, so it cannot hold sessions")
     end
-    local id, err = session().create(body.message)
+    local id, err, code = session().create(body.message)
+    if code == "store" then return api_fail(engine.store_unavailable(err)) end
     if not id then return fail(500, "internal", err) end
     return reply(201, { sessionId = id })
   end },

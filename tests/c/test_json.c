@@ -310,10 +310,10 @@ static void test_control_chars(void **state) {
          "  assert(json.decode(t) == s, c)\n"
          "  if c < 32 or c == 127 then assert(not t:find('[%z\\1-\\31\\127]'), c) end\n"
          "end\n"
-         "for c = 128, 255 do assert(json.encode(string.char(c)) == '\"' .. string.char(c) .. '\"') end");
+         "for c = 128, 255 do assert(json.encode(string.char(c)) == '\"\\u{fffd}\"') end"); /* not UTF-8 */
   dec_err(L, "\"a\nb\"", "invalid JSON at byte 2: control character in string (must be escaped)");
   dec_err(L, "\"a\\nb\tc\"", "invalid JSON at byte 5: control character in string (must be escaped)");
-  dec_check(L, "\"\x7f\xff\"", 4, "v == '\\127\\255'"); /* DEL and raw bytes are fine unescaped */
+  dec_check(L, "\"\x7f\xc3\xbf\"", 5, "v == '\\127\\u{ff}'"); /* DEL and raw UTF-8 are fine unescaped */
 }
 
 /* ------------------------------------------------------------ tables */
@@ -586,6 +586,48 @@ static void test_lua_module(void **state) {
       "end\n");
 }
 
+/* ------------------------------------------------------------ UTF-8 */
+
+/* The decoder refuses text that is not UTF-8, with the byte offset. */
+static void test_decode_invalid_utf8(void **state) {
+  lua_State *L = *state;
+  dec_err(L, "\"a\xff\"", "invalid JSON at byte 2: invalid UTF-8 in string");
+  dec_err(L, "[\"ok\", \"\xc3\"]", "invalid JSON at byte 8: invalid UTF-8 in string");      /* truncated */
+  dec_err(L, "\"\xc0\xaf\"", "invalid JSON at byte 1: invalid UTF-8 in string");            /* overlong / */
+  dec_err(L, "\"\xe0\x80\xaf\"", "invalid JSON at byte 1: invalid UTF-8 in string");        /* overlong */
+  dec_err(L, "\"\xed\xa0\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string");        /* surrogate */
+  dec_err(L, "\"\xf4\x90\x80\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string");   /* > U+10FFFF */
+  dec_err(L, "\"\x80\"", "invalid JSON at byte 1: invalid UTF-8 in string");                 /* continuation */
+  dec_err(L, "{\"k\xfe\":1}", "invalid JSON at byte 3: invalid UTF-8 in string");            /* in a key */
+  dec_err(L, "\"\\n\xff\"", "invalid JSON at byte 3: invalid UTF-8 in string");             /* after an escape */
+  dec_err(L, "\"\\n\xe2\x82\"", "invalid JSON at byte 3: invalid UTF-8 in string");
+  /* Valid text of every length, raw and around escapes, still decodes. */
+  const char *ok = "\"a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z\"";
+  dec_check(L, ok, strlen(ok), "v == 'a\\u{e9}\\u{20ac}\\u{1f600}z'");
+  const char *ok2 = "\"\\t\xc3\xa9\\n\xef\xbf\xbf\"";
+  dec_check(L, ok2, strlen(ok2), "v == '\\t\\u{e9}\\n\\u{ffff}'");
+}
+
+/* The encoder never writes invalid UTF-8: each byte that does not start a
+ * valid sequence becomes U+FFFD, so the text is always JSON. */
+static void test_encode_invalid_utf8(void **state) {
+  lua_State *L = *state;
+  enc_ok(L, "'a\\xffb'", "\"a\xef\xbf\xbd" "b\"");
+  enc_ok(L, "'\\xc3'", "\"\xef\xbf\xbd\"");
+  enc_ok(L, "'\\xed\\xa0\\x80'", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
+  enc_ok(L, "{ ['k\\xfe'] = '\\xc0\\xaf' }", "{\"k\xef\xbf\xbd\":\"\xef\xbf\xbd\xef\xbf\xbd\"}");
+  enc_ok(L, "'\\u{e9}\\u{20ac}\\u{1f600}'", "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"");
+  /* Whatever bytes go in, what comes out decodes. */
+  run(L,
+      "math.randomseed(7)\n"
+      "for i = 1, 5000 do\n"
+      "  local t = {}\n"
+      "  for j = 1, math.random(0, 16) do t[j] = string.char(math.random(0, 255)) end\n"
+      "  local s = assert(json.encode({ [table.concat(t)] = table.concat(t, '', 1, #t // 2) }))\n"
+      "  assert(json.decode(s) ~= nil, s)\n"
+      "end\n");
+}
+
 /* Values built at random round-trip exactly: encode(decode(encode(v))) ==
  * encode(v) and decode(encode(v)) is the same value. Floats come from random
  * bit patterns, strings from random bytes. */
@@ -601,7 +643,13 @@ static void test_random_roundtrip(void **state) {
       "end\n"
       "local function rstr()\n"
       "  local t = {}\n"
-      "  for i = 1, math.random(0, 12) do t[i] = string.char(math.random(0, 255)) end\n"
+      "  for i = 1, math.random(0, 12) do\n"
+      "    local r = math.random(1, 4)\n"
+      "    if r == 1 then t[i] = string.char(math.random(0, 127))\n"
+      "    elseif r == 2 then t[i] = utf8.char(math.random(0x80, 0x7ff))\n"
+      "    elseif r == 3 then t[i] = utf8.char(math.random(0x800, 0xd7ff))\n"
+      "    else t[i] = utf8.char(math.random(0xe000, 0x10ffff)) end\n"
+      "  end\n"
       "  return table.concat(t)\n"
       "end\n"
       "local rval\n"
@@ -830,6 +878,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_decode_malformed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_decode_whitespace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lua_module, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_decode_invalid_utf8, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_encode_invalid_utf8, setup, teardown),
       cmocka_unit_test_setup_teardown(test_random_roundtrip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reentrant_finalizers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stack_and_indexes, setup, teardown),
