@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static const char *USAGE =
@@ -669,8 +670,29 @@ static int cmd_test(const opts *o) {
   return status;
 }
 
+/* Process settings every command wants, before anything else runs:
+ * - SIGPIPE ignored: libuv writes sockets with write(2), so a client that
+ *   hangs up while a response or an SSE event is written would otherwise
+ *   kill the host (exit 141); the write fails with EPIPE instead.
+ * - No core dumps (RLIMIT_CORE 0): a core would hold the API keys of the
+ *   environment and whatever the engine had in memory.
+ * - The soft RLIMIT_NOFILE raised to the hard limit, so many held
+ *   connections (bounded by the server's caps) cannot starve the database,
+ *   curl or new clients of descriptors. */
+static void harden_process(void) {
+  struct rlimit rl;
+  signal(SIGPIPE, SIG_IGN);
+  rl.rlim_cur = rl.rlim_max = 0;
+  if (setrlimit(RLIMIT_CORE, &rl) != 0) { /* best effort: keep going */ }
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) { /* best effort */ }
+  }
+}
+
 int main(int argc, char **argv) {
   opts o = {0};
+  harden_process();
   int status = parse(argc, argv, &o);
   if (status) goto done;
   const char *c = o.cmd;
