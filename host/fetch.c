@@ -19,6 +19,8 @@
 #include "fetch.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -412,6 +414,42 @@ static int check_url(moor_fetch *f, const char *url) {
   return rc;
 }
 
+/* ------------------------------------------------------ close-on-exec */
+
+/* curl opens its sockets (and the multi handle's wake-up socketpair) without
+ * FD_CLOEXEC, so a step's child process would inherit them. */
+static void set_cloexec(int fd) {
+  int fl = fcntl(fd, F_GETFD);
+  if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
+static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose) {
+  (void)ud;
+  (void)purpose;
+  set_cloexec((int)fd);
+  return CURL_SOCKOPT_OK;
+}
+
+#define FD_SNAP 4096 /* descriptors tracked around curl_multi_init; higher ones are left alone */
+
+/* Mark (or, with mark = 0, record in seen) the open descriptors below FD_SNAP;
+ * with mark = 1 only those not seen before are made close-on-exec. */
+static void fd_snapshot(unsigned char *seen, int mark) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *de;
+  int self;
+  if (!d) return;
+  self = dirfd(d);
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd < 0 || fd >= FD_SNAP || fd == self) continue;
+    if (!mark) seen[fd / 8] |= (unsigned char)(1u << (fd % 8));
+    else if (!(seen[fd / 8] & (1u << (fd % 8)))) set_cloexec((int)fd);
+  }
+  closedir(d);
+}
+
 /* ------------------------------------------------------------ public */
 
 int moor_fetch_open(uv_loop_t *loop, moor_fetch **out) {
@@ -429,7 +467,10 @@ int moor_fetch_open(uv_loop_t *loop, moor_fetch **out) {
   if (!f) return MOOR_ENOMEM;
   f->loop = loop;
   f->next_id = 1;
+  unsigned char before[FD_SNAP / 8] = {0};
+  fd_snapshot(before, 0);
   f->multi = curl_multi_init();
+  fd_snapshot(before, 1); /* its wake-up socketpair */
   if (!f->multi) {
     free(f);
     return MOOR_ENOMEM;
@@ -537,6 +578,7 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
   SETOPT(CURLOPT_PRIVATE, (char *)r);
   SETOPT(CURLOPT_URL, req->url);
   SETOPT(CURLOPT_NOSIGNAL, 1L);
+  SETOPT(CURLOPT_SOCKOPTFUNCTION, on_sockopt); /* close-on-exec */
 #if LIBCURL_VERSION_NUM >= 0x075500
   SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
   SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");

@@ -4,6 +4,8 @@
 
 #include <curl/curl.h>
 #include <uv.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,8 +130,28 @@ static moor *open_engine(const opts *o, int read_only, int *status) {
   return m;
 }
 
+/* Every descriptor the CLI holds once the engine is open and the agent
+ * loaded (the lock, the database, sockets, a file a library left open) is
+ * made close-on-exec, so a step's child process (os.execute, io.popen) never
+ * holds the lock or the database after the host dies. Those opened later
+ * are close-on-exec already (SQLite, libuv, moor's curl sockets). */
+static void cloexec_all(void) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *de;
+  if (!d) return;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd <= 2 || fd == dirfd(d)) continue;
+    int fl = fcntl((int)fd, F_GETFD);
+    if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+  }
+  closedir(d);
+}
+
 static int load(moor *m, const opts *o) {
   int rc = moor_load_agent(m, o->agent ? o->agent : "agent");
+  cloexec_all();
   if (rc == MOOR_ELOAD) {
     fprintf(stderr, "%s\n", moor_errmsg(m));
     return 2;
