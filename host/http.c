@@ -172,6 +172,7 @@ static const char *reason(int status) {
   case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
   case 503: return "Service Unavailable";
+  case 505: return "HTTP Version Not Supported";
   default: {
     const char *s = http_status_str((enum http_status)status);
     return s[0] == '<' ? "Unknown" : s; /* "<unknown>" */
@@ -569,6 +570,11 @@ static int on_headers_complete(http_parser *p) {
   size_t limit = c->srv->body_limit;
   const char *expect;
   if (url_end(c) || hdr_end(c)) return -1;
+  /* http-parser takes "GET /" as HTTP/0.9 and any digit pair as a version. */
+  if (p->http_major == 0)
+    return fail(c, 400, "bad_request", "malformed request: the request line has no HTTP version (send HTTP/1.1)");
+  if (p->http_major != 1 || p->http_minor > 1)
+    return fail(c, 505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served");
   if ((p->flags & F_CONTENTLENGTH) && p->content_length != ULLONG_MAX) {
     if (p->content_length > limit) {
       char msg[80];
@@ -713,6 +719,8 @@ static size_t conn_feed(conn *c, const char *data, size_t len) {
       if (c->state <= C_READING) {
         if (c->err_status) {
           send_error(c, c->err_status, c->err_code, c->err_msg);
+        } else if (e == HPE_HEADER_OVERFLOW) { /* padding our count does not see */
+          send_error(c, 431, "headers_too_large", "the request line and headers are over the 65536-byte limit");
         } else {
           char msg[160];
           snprintf(msg, sizeof msg, "malformed request: %s (%s)", http_errno_description(e),
@@ -907,15 +915,52 @@ int moor_http_port(const moor_http *srv) {
   return srv ? srv->port : 0;
 }
 
+/* RFC 9110 tchar: what a header name may hold. */
+static int is_tchar(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* A header value: visible bytes, space and tab; no CR, LF, NUL or other
+ * control byte, so nothing can end the line or the head early. */
+static int field_value_ok(const char *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
+  }
+  return 1;
+}
+
+int moor_http_header_ok(const char *line, size_t len) {
+  size_t name = 0;
+  if (!line) return MOOR_EINVAL;
+  while (name < len && is_tchar((unsigned char)line[name])) name++;
+  if (name == 0 || name == len || line[name] != ':' || !field_value_ok(line + name + 1, len - name - 1))
+    return MOOR_EINVAL;
+  return 0;
+}
+
+/* Extra header lines: each "Name: value" with a token name, ended by CRLF
+ * (the last CRLF may be missing). A CR or LF anywhere else is refused. */
+static int headers_ok(const char *h) {
+  while (*h) {
+    const char *eol = strstr(h, "\r\n");
+    size_t n = eol ? (size_t)(eol - h) : strlen(h);
+    if (moor_http_header_ok(h, n)) return 0;
+    h += n;
+    if (eol) h += 2;
+  }
+  return 1;
+}
+
 /* The connection, if it has a request waiting for an answer. */
 static int answerable(moor_http *srv, unsigned long long id, int status, const char *ctype,
                       const char *headers, conn **out) {
   conn *c = conn_find(srv, id);
   if (!c) return MOOR_ENOTFOUND;
   if (c->state != C_WAITING || status < 200 || status > 999) return MOOR_EINVAL;
-  if (ctype && strpbrk(ctype, "\r\n")) return MOOR_EINVAL; /* no header injection */
-  /* A blank line in the extra headers would end the head early. */
-  if (headers && (strncmp(headers, "\r\n", 2) == 0 || strstr(headers, "\r\n\r\n"))) return MOOR_EINVAL;
+  if (ctype && !field_value_ok(ctype, strlen(ctype))) return MOOR_EINVAL; /* no header injection */
+  if (headers && !headers_ok(headers)) return MOOR_EINVAL;
   *out = c;
   return 0;
 }

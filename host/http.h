@@ -66,9 +66,10 @@ int moor_http_start(uv_loop_t *loop, const moor_http_config *cfg, moor_http_hand
 int moor_http_port(const moor_http *srv);          /* the bound port */
 
 /* Answer a request: status 200..999. content_type may be NULL (no header)
- * and must hold no CR or LF. headers: extra header lines
- * "Name: value\r\n..." or NULL (a missing final CRLF is added; a blank line
- * inside is refused). Content-Length and Connection are added; 204 and 304
+ * and must hold no CR, LF or other control byte. headers: extra header lines
+ * "Name: value\r\n..." or NULL (a missing final CRLF is added); each line must
+ * pass moor_http_header_ok (a blank line, a bare CR or LF, a name that is not
+ * a token are refused). Content-Length and Connection are added; 204 and 304
  * get neither a body nor Content-Length/Content-Type; a HEAD request gets no
  * body. The data is copied. MOOR_EINVAL for bad arguments or when the
  * connection has no request waiting for an answer (answered already, or
@@ -76,6 +77,13 @@ int moor_http_port(const moor_http *srv);          /* the bound port */
  * and on_closed is not called). */
 int moor_http_respond(moor_http *srv, unsigned long long conn, int status, const char *content_type,
                       const char *headers, const char *body, size_t len);
+
+/* One header line "Name: value" (no CRLF) as moor writes it: a token name,
+ * a colon, a value of visible bytes, spaces and tabs (no CR, LF, NUL or other
+ * control byte). 0, or MOOR_EINVAL. For callers that build the headers
+ * argument from separate names and values (a CRLF inside a value would
+ * otherwise read as a second header). */
+int moor_http_header_ok(const char *line, size_t len);
 
 /* A streamed response (Server-Sent Events): status line and headers now, body
  * until stream_end. Sent with Transfer-Encoding: chunked on HTTP/1.1 so

@@ -234,7 +234,8 @@ local function webhook(req, token)
       body = json.encode(body)
       if not (rw.headers and (rw.headers["content-type"] or rw.headers["Content-Type"])) then ctype = JSON end
     end
-    return rw.status or 200, ctype, #headers > 0 and table.concat(headers, "\r\n") .. "\r\n" or nil, body or ""
+    -- a list of lines: the C writer checks each one (a CR/LF inside a value is refused, 500)
+    return rw.status or 200, ctype, headers, body or ""
   end
   return reply(202, { ok = true })
 end
