@@ -10,7 +10,15 @@
  * {"error":{"code":"...","message":"..."}} and then closes the connection:
  * 400 bad_request (malformed HTTP), 413 body_too_large, 431
  * headers_too_large (request line and headers over 64 KiB), 408
- * request_timeout (a request not complete within timeout_ms).
+ * request_timeout (a request not complete within timeout_ms), 401
+ * unauthorized (api_token set and a /v1/ request without it), 505
+ * http_version_not_supported.
+ *
+ * Connection caps: when max_connections, or max_per_peer for the peer's
+ * address, is reached, the oldest idle connection (between requests, or new
+ * and silent; of that peer for the per-peer cap) is closed to make room; when
+ * none is idle, the new connection gets a 503 too_many_connections and is
+ * closed at once.
  *
  * Every function returns 0 or a negative MOOR_E* code. Calls naming a
  * connection that is gone (closed by the peer, timed out, stopped) return
@@ -43,6 +51,12 @@ typedef struct moor_http_config {
   size_t body_limit;            /* bytes; 0 = 1 MiB default */
   unsigned timeout_ms;          /* a started request must complete within this; 0 = 10000 */
   unsigned idle_ms;             /* idle keep-alive connections close after this; 0 = 60000 */
+  const char *api_token;        /* when set, a request under /v1/ without "Authorization: Bearer
+                                   <api_token>" is answered 401 at headers-complete, before its
+                                   body is read (constant-time compare, length included) */
+  unsigned first_byte_ms;       /* a new connection that sends nothing is closed after this; 0 = 5000 */
+  unsigned max_connections;     /* open connections in all; 0 = 1024 */
+  unsigned max_per_peer;        /* open connections from one IP address; 0 = 256 */
 } moor_http_config;
 
 /* Called once per complete request. The handler must answer each request

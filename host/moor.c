@@ -597,7 +597,11 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   unsigned timeout = m->cfg.http_timeout_ms;
   env = getenv("MOOR_HTTP_TIMEOUT_MS");
   if (!timeout && env && *env) timeout = (unsigned)strtoul(env, NULL, 10);
-  moor_http_config hc = {host, port, limit, timeout, 0};
+  moor_http_config hc = {host, port, limit, timeout, 0, token, 0, 0, 0};
+  /* Connection caps and the silent-client timeout (0 or unset: http.c's defaults). */
+  if ((env = getenv("MOOR_HTTP_FIRST_BYTE_MS")) && *env) hc.first_byte_ms = (unsigned)strtoul(env, NULL, 10);
+  if ((env = getenv("MOOR_MAX_CONNECTIONS")) && *env) hc.max_connections = (unsigned)strtoul(env, NULL, 10);
+  if ((env = getenv("MOOR_MAX_CONNECTIONS_PER_PEER")) && *env) hc.max_per_peer = (unsigned)strtoul(env, NULL, 10);
   char err[256] = "";
   int rc = moor_http_start(&m->loop, &hc, on_http_request, on_http_closed, m, &m->http, err, sizeof err);
   if (rc) return set_err(m, rc, "cannot listen: %s", err);
