@@ -12,7 +12,9 @@ return moor.defineWorkflowTool {
     deliveries = s.optional(s.integer { minimum = 1, maximum = 10 }),
   },
   execute = function(input)
-    local wh = moor.createWebhook { respondWith = { status = input.status or 200, headers = input.headers, body = "ok" } }
+    local wh = moor.createWebhook {
+      respondWith = { status = input.status or 200, headers = input.headers, body = "ok" },
+    }
     coroutine.yield { url = wh.url }
     for _ = 1, input.deliveries or 1 do wh:await() end
     return { done = true }
