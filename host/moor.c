@@ -597,6 +597,10 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   unsigned timeout = m->cfg.http_timeout_ms;
   env = getenv("MOOR_HTTP_TIMEOUT_MS");
   if (!timeout && env && *env) timeout = (unsigned)strtoul(env, NULL, 10);
+  /* libuv writes sockets with write(2): a peer that hung up would raise
+   * SIGPIPE and kill the process. Ignore it unless the embedder chose. */
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   moor_http_config hc = {host, port, limit, timeout, 0, token, 0, 0, 0};
   /* Connection caps and the silent-client timeout (0 or unset: http.c's defaults). */
   if ((env = getenv("MOOR_HTTP_FIRST_BYTE_MS")) && *env) hc.first_byte_ms = (unsigned)strtoul(env, NULL, 10);

@@ -68,11 +68,21 @@ pass "held idle connections over the caps give way to new requests"
 call hook_wait '{"token": "limits-hold"}'
 HOLD=$RUN
 pids=()
-for _ in $(seq 1 20); do
-  curl -sN --max-time 60 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs/$HOLD/events" >/dev/null 2>&1 &
+nstreams=0
+# open_stream RUN SOURCE_ADDRESS: an SSE client in the background, its output in $T/stream.N
+open_stream() {
+  nstreams=$((nstreams + 1))
+  curl -sN --max-time 60 --interface "$2" -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs/$1/events" \
+    >"$T/stream.$nstreams" 2>&1 &
   pids+=($!)
-done
-sleep 1
+}
+# streams_open: every stream opened so far has received its first event
+streams_open() {
+  local i
+  for i in $(seq 1 "$nstreams"); do [ -s "$T/stream.$i" ] || return 1; done
+}
+for _ in $(seq 1 20); do open_stream "$HOLD" 127.0.0.1; done
+wait_for streams_open
 t0=$(date +%s%N)
 code=$(curl -s -o "$T/busy" -w '%{http_code}' --max-time 5 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs") || code=000
 ms=$(elapsed_ms "$t0")
@@ -84,11 +94,8 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 --interface 127.0.0.2
 pass "per-peer cap: busy connections refused with 503 at once, other peers served"
 
 # --- SSE streams per run: 20 from .2 too would be 40 on one run (cap 32 by default).
-for _ in $(seq 1 12); do
-  curl -sN --max-time 60 --interface 127.0.0.2 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs/$HOLD/events" >/dev/null 2>&1 &
-  pids+=($!)
-done
-sleep 1
+for _ in $(seq 1 12); do open_stream "$HOLD" 127.0.0.2; done
+wait_for streams_open
 code=$(curl -s -o "$T/sse429" -w '%{http_code}' --max-time 3 --interface 127.0.0.3 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs/$HOLD/events") || code=000
 [ "$code" = 429 ] || fail "a 33rd stream on one run: expected 429, got $code"
 grep -q '"code":"too_many_streams"' "$T/sse429" || fail "429 body: $(cat "$T/sse429")"
@@ -98,11 +105,8 @@ pass "SSE streams per run capped: 429"
 req POST /v1/tools/hook_wait/calls '{"token": "limits-hold-2"}' --interface 127.0.0.5
 expect 201 "a call from a peer under its cap"
 HOLD2=$(field runId)
-for _ in $(seq 1 8); do
-  curl -sN --max-time 60 --interface 127.0.0.3 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs/$HOLD2/events" >/dev/null 2>&1 &
-  pids+=($!)
-done
-sleep 1
+for _ in $(seq 1 8); do open_stream "$HOLD2" 127.0.0.3; done
+wait_for streams_open
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --interface 127.0.0.4 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs") || code=000
 [ "$code" = 503 ] || fail "over the global cap with every connection busy: expected 503, got $code"
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
