@@ -230,6 +230,13 @@ static int setup_strict(void **state) {
   return fx_start(state, &cfg);
 }
 
+/* Small caps, a short first-byte timeout and an API token (issue 7 item 6). */
+static int setup_caps(void **state) {
+  moor_http_config cfg = {.host = "127.0.0.1", .api_token = "tok-123", .first_byte_ms = 300,
+                          .max_connections = 5, .max_per_peer = 3};
+  return fx_start(state, &cfg);
+}
+
 static int teardown(void **state) {
   fx *f = *state;
   fx_stop(f);
@@ -677,6 +684,91 @@ static void test_versions(void **state) {
   assert_int_equal(atomic_load(&f->requests), 0);
 }
 
+static void test_caps_and_auth(void **state) {
+  fx *f = *state;
+  char *all, *one;
+  double t0;
+  size_t n;
+  /* A silent connection is closed after first_byte_ms. */
+  int fd = raw_connect(f);
+  t0 = now_s();
+  all = raw_read_all(fd, &n);
+  assert_int_equal(n, 0);
+  assert_true(now_s() - t0 > 0.2 && now_s() - t0 < 2.0);
+  free(all);
+  close(fd);
+
+  /* Idle connections give way: 3 silent ones fill the per-peer cap, a 4th is served. */
+  int idle[3];
+  for (int i = 0; i < 3; i++) idle[i] = raw_connect(f);
+  fd = raw_connect(f);
+  RAW_SEND(fd, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  one = raw_read_one(fd);
+  assert_true(strncmp(one, "HTTP/1.1 200 ", 13) == 0);
+  free(one);
+  close(fd);
+  all = raw_read_all(idle[0], &n); /* the oldest idle one was closed to make room */
+  assert_int_equal(n, 0);
+  free(all);
+  for (int i = 0; i < 3; i++) close(idle[i]);
+
+  /* Busy connections do not give way: 3 unanswered requests, then a 503 at once. */
+  usleep(100 * 1000); /* the closes above reach the server */
+  int busy[3];
+  for (int i = 0; i < 3; i++) {
+    busy[i] = raw_connect(f);
+    RAW_SEND(busy[i], "GET /hang HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  for (int i = 0; i < 3000 && atomic_load(&f->requests) < 1 + 3; i++) usleep(1000); /* the /echo, the hangs */
+  fd = raw_connect(f);
+  t0 = now_s();
+  all = raw_read_all(fd, NULL);
+  assert_true(now_s() - t0 < 1.0);
+  assert_true(strncmp(all, "HTTP/1.1 503 ", 13) == 0);
+  assert_non_null(strstr(all, "\"code\":\"too_many_connections\""));
+  free(all);
+  close(fd);
+  for (int i = 0; i < 3; i++) close(busy[i]);
+  usleep(100 * 1000);
+
+  /* The token is checked when the headers are complete: the body is never waited for. */
+  fd = raw_connect(f);
+  RAW_SEND(fd, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+  t0 = now_s();
+  all = raw_read_all(fd, NULL);
+  assert_true(now_s() - t0 < 1.0);
+  assert_true(strncmp(all, "HTTP/1.1 401 ", 13) == 0);
+  assert_non_null(strstr(all, "WWW-Authenticate: Bearer\r\n"));
+  free(all);
+  close(fd);
+  static const char *const wrong[] = {"Bearer tok-12", "Bearer tok-1234", "Bearer tok-124", "bearer tok-123",
+                                      "tok-123", ""};
+  for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+    char req[160];
+    int len = snprintf(req, sizeof req, "GET /v1/x HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n\r\n", wrong[i]);
+    fd = raw_connect(f);
+    raw_send(fd, req, (size_t)len);
+    all = raw_read_all(fd, NULL);
+    if (strncmp(all, "HTTP/1.1 401 ", 13) != 0) fail_msg("'%s': %.40s", wrong[i], all);
+    free(all);
+    close(fd);
+  }
+  fd = raw_connect(f);
+  RAW_SEND(fd, "GET /v1/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-123\r\n\r\n"
+               "GET http://h/v1/x HTTP/1.1\r\nHost: x\r\n\r\n");
+  all = raw_read_all(fd, NULL);
+  assert_true(strncmp(all, "HTTP/1.1 404 ", 13) == 0); /* the handler's: authorized */
+  assert_non_null(strstr(all + 13, "HTTP/1.1 401 ")); /* absolute-form is checked too */
+  free(all);
+  close(fd);
+  fd = raw_connect(f); /* outside /v1/: no token needed */
+  RAW_SEND(fd, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  all = raw_read_all(fd, NULL);
+  assert_true(strncmp(all, "HTTP/1.1 200 ", 13) == 0);
+  free(all);
+  close(fd);
+}
+
 static void test_header_ok(void **state) {
   (void)state;
   assert_int_equal(moor_http_header_ok("X-A: 1", 6), 0);
@@ -872,6 +964,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_headers_431_padded, setup_default, teardown),
       cmocka_unit_test_setup_teardown(test_versions, setup_default, teardown),
       cmocka_unit_test(test_header_ok),
+      cmocka_unit_test_setup_teardown(test_caps_and_auth, setup_caps, teardown),
       cmocka_unit_test_setup_teardown(test_pipelined, setup_default, teardown),
       cmocka_unit_test_setup_teardown(test_http10_and_urls, setup_default, teardown),
       cmocka_unit_test_setup_teardown(test_peer_close, setup_default, teardown),
