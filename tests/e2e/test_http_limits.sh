@@ -50,15 +50,15 @@ ms=$(elapsed_ms "$t0")
 [ "$ms" -gt 3000 ] || fail "a silent connection was closed after only $ms ms"
 pass "a connection that sends nothing is closed after ${ms} ms"
 
-# --- Idle connections give way: hold 60 from 127.0.0.1 (per-peer cap 20, in
+# --- Idle connections give way: hold 250 from 127.0.0.1 (per-peer cap 20, in
 # all 40, soft NOFILE inherited 200), then a new request is still answered.
 held=()
-for _ in $(seq 1 60); do
+for _ in $(seq 1 250); do
   exec {fd}<>"/dev/tcp/127.0.0.1/$PORT"
   held+=("$fd")
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs") || code=000
-[ "$code" = 200 ] || fail "a new request while 60 idle connections are held: $code"
+[ "$code" = 200 ] || fail "a new request while 250 idle connections are held: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 --interface 127.0.0.2 -H "Authorization: Bearer $API_TOKEN" "$URL/v1/runs") || code=000
 [ "$code" = 200 ] || fail "a request from another peer while idle connections are held: $code"
 for fd in "${held[@]}"; do exec {fd}<&-; done
