@@ -19,6 +19,8 @@
 #include "fetch.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,7 +39,7 @@
 #define METHOD_MAX 32
 
 /* Why a callback of ours made curl stop a transfer (curl only sees a write error). */
-enum { FAIL_NONE, FAIL_BODY, FAIL_HEAD, FAIL_NOMEM };
+enum { FAIL_NONE, FAIL_BODY, FAIL_HEAD, FAIL_NOMEM, FAIL_REDIRECTS };
 
 typedef struct sock sock;
 typedef struct freq freq;
@@ -67,6 +69,12 @@ struct freq {
   size_t *hoff;        /* offset of each name in hbuf */
   size_t nh, hoff_cap;
   char errbuf[CURL_ERROR_SIZE];
+  struct curl_slist *own;  /* moor's own header lines: what is left after a cross-origin redirect */
+  int redirects_left;      /* redirects still to follow (moor follows them itself, see follow()) */
+  int follow;              /* redirects are followed at all */
+  int is_head, is_post;    /* the method, for the method change of 301/302/303 */
+  int stripped;            /* the author's headers were dropped (a redirect left the origin) */
+  uint64_t deadline;       /* uv_now at which the whole request (every hop) times out */
   freq *prev, *next;
 };
 
@@ -216,6 +224,7 @@ static void req_unlink(freq *r) {
 static void req_free(freq *r) {
   if (r->easy) curl_easy_cleanup(r->easy);
   curl_slist_free_all(r->headers);
+  curl_slist_free_all(r->own);
   free(r->body);
   free(r->hbuf);
   free(r->hoff);
@@ -307,6 +316,8 @@ static void finish(freq *r, CURLcode rc) {
     resp.error = "response headers larger than 1 MiB";
   } else if (r->fail == FAIL_NOMEM) {
     resp.error = "out of memory";
+  } else if (r->fail == FAIL_REDIRECTS) {
+    resp.error = r->errbuf;
   } else if (rc != CURLE_OK) {
     resp.error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
     resp.timed_out = rc == CURLE_OPERATION_TIMEDOUT;
@@ -337,6 +348,76 @@ static void finish(freq *r, CURLcode rc) {
   free(arr);
 }
 
+/* scheme, host and port of an absolute URL are the same (port by default of
+ * the scheme when absent). */
+static int same_origin(const char *a, const char *b) {
+  CURLU *ua = curl_url(), *ub = curl_url();
+  int same = 0;
+  if (ua && ub && curl_url_set(ua, CURLUPART_URL, a, 0) == CURLUE_OK &&
+      curl_url_set(ub, CURLUPART_URL, b, 0) == CURLUE_OK) {
+    static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+    same = 1;
+    for (size_t i = 0; same && i < sizeof parts / sizeof *parts; i++) {
+      char *pa = NULL, *pb = NULL;
+      unsigned flags = parts[i] == CURLUPART_PORT ? CURLU_DEFAULT_PORT : 0;
+      if (curl_url_get(ua, parts[i], &pa, flags) != CURLUE_OK || curl_url_get(ub, parts[i], &pb, flags) != CURLUE_OK ||
+          strcasecmp(pa, pb) != 0)
+        same = 0;
+      curl_free(pa);
+      curl_free(pb);
+    }
+  }
+  curl_url_cleanup(ua);
+  curl_url_cleanup(ub);
+  return same;
+}
+
+/* A finished transfer that is a redirect to follow: moor follows redirects
+ * itself (curl's FOLLOWLOCATION would send the author's headers, an x-api-key,
+ * to whatever host the Location names). Once a redirect leaves the origin
+ * (scheme, host, port) of the hop before it, the author's headers are dropped
+ * for the rest of the chain; 303, and 301/302 after a POST, turn into GET.
+ * 1 when the transfer was restarted, 0 to finish with this response. */
+static int follow(freq *r) {
+  long status = 0;
+  char *loc = NULL, *eff = NULL;
+  moor_fetch *f = r->f;
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (!r->follow || (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)) return 0;
+  if (curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc) return 0;
+  if (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)
+    return 0; /* not http(s): the 3xx is the answer */
+  if (r->redirects_left <= 0) {
+    r->fail = FAIL_REDIRECTS;
+    snprintf(r->errbuf, sizeof r->errbuf, "too many redirects (more than %d)", r->follow);
+    return 0;
+  }
+  char *next = strdup(loc); /* loc belongs to the handle */
+  if (!next) return 0;
+  curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &eff); /* valid until CURLOPT_URL changes */
+  int cross = !r->stripped && (!eff || !same_origin(eff, next));
+  CURLcode cc = curl_easy_setopt(r->easy, CURLOPT_URL, next);
+  if (cc == CURLE_OK && cross) {
+    r->stripped = 1;
+    cc = curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own);
+    if (cc == CURLE_OK) cc = curl_easy_setopt(r->easy, CURLOPT_USERAGENT, "moor/" MOOR_VERSION);
+  }
+  free(next);
+  if (cc == CURLE_OK && ((status == 303 && !r->is_head) || ((status == 301 || status == 302) && r->is_post))) {
+    cc = curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, NULL);
+    if (cc == CURLE_OK) cc = curl_easy_setopt(r->easy, CURLOPT_HTTPGET, 1L);
+    r->is_post = 0;
+  }
+  uint64_t now = uv_now(f->loop);
+  if (cc == CURLE_OK)
+    cc = curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->deadline > now ? (long)(r->deadline - now) : 1L);
+  if (cc != CURLE_OK) return 0;
+  r->redirects_left--;
+  r->hbuf_len = r->nh = r->body_len = 0;
+  r->in_body = 0;
+  return curl_multi_add_handle(f->multi, r->easy) == CURLM_OK;
+}
+
 /* Run the callbacks of finished transfers. A callback may close the client:
  * then the rest are dropped with everything else. */
 static void drain(moor_fetch *f) {
@@ -350,6 +431,7 @@ static void drain(moor_fetch *f) {
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
     freq *r = (freq *)(void *)priv;
     curl_multi_remove_handle(f->multi, easy);
+    if (rc == CURLE_OK && r->fail == FAIL_NONE && follow(r)) continue; /* the next hop is under way */
     req_unlink(r); /* the callback's own cancel now gets MOOR_ENOTFOUND */
     finish(r, rc);
     req_free(r);
@@ -412,6 +494,42 @@ static int check_url(moor_fetch *f, const char *url) {
   return rc;
 }
 
+/* ------------------------------------------------------ close-on-exec */
+
+/* curl opens its sockets (and the multi handle's wake-up socketpair) without
+ * FD_CLOEXEC, so a step's child process would inherit them. */
+static void set_cloexec(int fd) {
+  int fl = fcntl(fd, F_GETFD);
+  if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
+static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose) {
+  (void)ud;
+  (void)purpose;
+  set_cloexec((int)fd);
+  return CURL_SOCKOPT_OK;
+}
+
+#define FD_SNAP 4096 /* descriptors tracked around curl_multi_init; higher ones are left alone */
+
+/* Mark (or, with mark = 0, record in seen) the open descriptors below FD_SNAP;
+ * with mark = 1 only those not seen before are made close-on-exec. */
+static void fd_snapshot(unsigned char *seen, int mark) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *de;
+  int self;
+  if (!d) return;
+  self = dirfd(d);
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd < 0 || fd >= FD_SNAP || fd == self) continue;
+    if (!mark) seen[fd / 8] |= (unsigned char)(1u << (fd % 8));
+    else if (!(seen[fd / 8] & (1u << (fd % 8)))) set_cloexec((int)fd);
+  }
+  closedir(d);
+}
+
 /* ------------------------------------------------------------ public */
 
 int moor_fetch_open(uv_loop_t *loop, moor_fetch **out) {
@@ -429,7 +547,10 @@ int moor_fetch_open(uv_loop_t *loop, moor_fetch **out) {
   if (!f) return MOOR_ENOMEM;
   f->loop = loop;
   f->next_id = 1;
+  unsigned char before[FD_SNAP / 8] = {0};
+  fd_snapshot(before, 0);
   f->multi = curl_multi_init();
+  fd_snapshot(before, 1); /* its wake-up socketpair */
   if (!f->multi) {
     free(f);
     return MOOR_ENOMEM;
@@ -531,12 +652,18 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
     if (!l) goto nomem;
     r->headers = l;
   }
+  /* what is sent after a cross-origin redirect: none of the author's headers */
+  if (!(r->own = curl_slist_append(NULL, "Expect:"))) goto nomem;
+  r->follow = req->max_redirects < 0 ? 0 : req->max_redirects > 0 ? req->max_redirects : DEFAULT_REDIRECTS;
+  r->redirects_left = r->follow;
+  r->deadline = uv_now(f->loop) + (uint64_t)(req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS);
   CURL *e = r->easy = curl_easy_init();
   if (!e) goto nomem;
   CURLcode cc = CURLE_OK;
   SETOPT(CURLOPT_PRIVATE, (char *)r);
   SETOPT(CURLOPT_URL, req->url);
   SETOPT(CURLOPT_NOSIGNAL, 1L);
+  SETOPT(CURLOPT_SOCKOPTFUNCTION, on_sockopt); /* close-on-exec */
 #if LIBCURL_VERSION_NUM >= 0x075500
   SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
   SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -544,8 +671,7 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
   SETOPT(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
   SETOPT(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-  SETOPT(CURLOPT_FOLLOWLOCATION, req->max_redirects < 0 ? 0L : 1L);
-  SETOPT(CURLOPT_MAXREDIRS, req->max_redirects > 0 ? (long)req->max_redirects : (long)DEFAULT_REDIRECTS);
+  SETOPT(CURLOPT_FOLLOWLOCATION, 0L); /* follow() does it, dropping the author's headers off-origin */
   SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS);
   SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_MS);
   SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX); /* fail early on a Content-Length over the cap */
@@ -559,7 +685,9 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
   SETOPT(CURLOPT_HTTPHEADER, r->headers);
   if (!has_agent) SETOPT(CURLOPT_USERAGENT, "moor/" MOOR_VERSION);
   int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
-  if (strcmp(method, "HEAD") == 0) {
+  r->is_post = is_post;
+  r->is_head = strcmp(method, "HEAD") == 0;
+  if (r->is_head) {
     SETOPT(CURLOPT_NOBODY, 1L);
   } else if (!is_get || req->body) {
     /* POST fields carry any body; a custom verb only renames the request

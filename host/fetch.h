@@ -8,10 +8,13 @@
  * Behaviour:
  * - http and https only (redirects included); a malformed URL or another
  *   scheme is refused by moor_fetch_start with MOOR_EINVAL.
- * - Redirects are followed, at most 5 by default (max_redirects). curl drops
- *   Authorization and Cookie headers when a redirect changes host, port or
- *   scheme, but other headers (an x-api-key) go along, as with a browser's
- *   fetch: set max_redirects < 0 where a redirect must not carry a secret.
+ * - Redirects are followed, at most 5 by default (max_redirects; more is an
+ *   error "too many redirects"). moor follows them itself, not curl: once a
+ *   redirect leaves the origin (scheme, host, port) of the hop before it, none
+ *   of the request's own headers are sent again (an x-api-key, Authorization,
+ *   any other), for the rest of the chain. 303, and 301/302 after a POST,
+ *   turn into GET; 307/308 resend the method and body. max_redirects < 0
+ *   follows none (the 3xx is the response): model providers use that.
  * - A 4xx or 5xx status is a response, not an error; error is set only when
  *   no complete response arrived (refused, DNS, TLS, timeout, body cap).
  * - Response bodies are capped at 32 MiB (headers at 1 MiB); a bigger one

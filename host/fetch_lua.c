@@ -4,7 +4,9 @@
  *     req = { url = string, method = string?, headers = { ["Name"] = "value" }?,
  *             body = string?, timeout = ms?, connectTimeout = ms?, redirects = n? }
  *     timeout defaults to 60000, connectTimeout to 10000, redirects (how many
- *     to follow) to 5; redirects = 0 follows none. A header value may be a
+ *     to follow) to 5; redirects = 0 follows none. A redirect to another
+ *     origin (scheme, host or port) drops every header of req for the rest
+ *     of the chain (fetch.h). A header value may be a
  *     string or a number; "" sends the header empty. An unknown field, a
  *     wrong type, a bad URL or header raises.
  *     From the loop, later: callback(resp) with

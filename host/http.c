@@ -39,6 +39,9 @@
 #define DEFAULT_BODY_LIMIT ((size_t)1 << 20)
 #define DEFAULT_TIMEOUT_MS 10000u
 #define DEFAULT_IDLE_MS 60000u
+#define DEFAULT_FIRST_BYTE_MS 5000u        /* a new connection that sends nothing is dropped after this */
+#define DEFAULT_MAX_CONNS 1024u            /* open connections, all peers together */
+#define DEFAULT_MAX_PER_PEER 256u          /* open connections from one IP address */
 #define HEADER_MAX ((size_t)64 * 1024)      /* request line + headers */
 #define PENDING_MAX ((size_t)256 * 1024)    /* unparsed bytes held while a request waits */
 #define QUEUE_MAX ((size_t)8 * 1024 * 1024) /* unsent bytes before a slow reader is dropped */
@@ -98,7 +101,16 @@ struct conn {
   size_t pcap;
   char *body;
   size_t body_len, body_cap;
+  unsigned char peer[17];   /* family byte + address: what the per-peer cap counts */
+  unsigned char counted;    /* in nconns and its peer's count */
+  conn *idle_prev, *idle_next; /* in srv's idle list (state C_IDLE), oldest first */
+  unsigned char in_idle;
 };
+
+typedef struct peer {
+  unsigned char key[17];
+  uint32_t n;
+} peer;
 
 struct moor_http {
   uv_loop_t *loop;
@@ -118,6 +130,13 @@ struct moor_http {
   wreq *pool;
   size_t npool;
   char *rbuf;            /* every read lands here unless a connection holds unparsed bytes */
+  char *token;           /* bearer token for /v1/ paths, checked at headers-complete; or NULL */
+  size_t token_len;
+  unsigned first_byte_ms;
+  uint32_t max_conns, max_per_peer, nconns;
+  peer *peers;           /* peers with open connections (a short list: linear search) */
+  uint32_t npeers, peers_cap;
+  conn *idle_head, *idle_tail;
 };
 
 static void conn_close(conn *c, int notify);
@@ -172,6 +191,7 @@ static const char *reason(int status) {
   case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
   case 503: return "Service Unavailable";
+  case 505: return "HTTP Version Not Supported";
   default: {
     const char *s = http_status_str((enum http_status)status);
     return s[0] == '<' ? "Unknown" : s; /* "<unknown>" */
@@ -262,6 +282,99 @@ static void wreq_put(moor_http *srv, wreq *w) {
   }
 }
 
+/* ------------------------------------------------ idle list, peer counts */
+
+/* Connections in C_IDLE (between requests, or new and silent), oldest first:
+ * the first to go when a cap is reached. */
+static void idle_add(conn *c) {
+  moor_http *srv = c->srv;
+  if (c->in_idle) return;
+  c->in_idle = 1;
+  c->idle_next = NULL;
+  c->idle_prev = srv->idle_tail;
+  if (srv->idle_tail) srv->idle_tail->idle_next = c;
+  else srv->idle_head = c;
+  srv->idle_tail = c;
+}
+
+static void idle_del(conn *c) {
+  moor_http *srv = c->srv;
+  if (!c->in_idle) return;
+  c->in_idle = 0;
+  if (c->idle_prev) c->idle_prev->idle_next = c->idle_next;
+  else srv->idle_head = c->idle_next;
+  if (c->idle_next) c->idle_next->idle_prev = c->idle_prev;
+  else srv->idle_tail = c->idle_prev;
+  c->idle_prev = c->idle_next = NULL;
+}
+
+static peer *peer_find(moor_http *srv, const unsigned char *key) {
+  for (uint32_t i = 0; i < srv->npeers; i++)
+    if (memcmp(srv->peers[i].key, key, sizeof srv->peers[i].key) == 0) return &srv->peers[i];
+  return NULL;
+}
+
+static int peer_add(moor_http *srv, const unsigned char *key) {
+  peer *p = peer_find(srv, key);
+  if (!p) {
+    if (srv->npeers == srv->peers_cap) {
+      uint32_t n = srv->peers_cap ? srv->peers_cap * 2 : 16;
+      peer *np = realloc(srv->peers, n * sizeof *np);
+      if (!np) return MOOR_ENOMEM;
+      srv->peers = np;
+      srv->peers_cap = n;
+    }
+    p = &srv->peers[srv->npeers++];
+    memcpy(p->key, key, sizeof p->key);
+    p->n = 0;
+  }
+  p->n++;
+  return 0;
+}
+
+static void peer_del(moor_http *srv, const unsigned char *key) {
+  peer *p = peer_find(srv, key);
+  if (!p) return;
+  if (--p->n == 0) *p = srv->peers[--srv->npeers]; /* swap with the last */
+}
+
+/* The address a connection comes from, as a per-peer key (the port is left
+ * out: one host is one peer). */
+static void peer_key(uv_tcp_t *tcp, unsigned char *key) {
+  struct sockaddr_storage a;
+  int len = sizeof a;
+  memset(key, 0, 17);
+  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&a, &len) != 0) return;
+  if (a.ss_family == AF_INET) {
+    key[0] = 4;
+    memcpy(key + 1, &((struct sockaddr_in *)&a)->sin_addr, 4);
+  } else if (a.ss_family == AF_INET6) {
+    const unsigned char *b = (const unsigned char *)&((struct sockaddr_in6 *)&a)->sin6_addr;
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(b, mapped, 12) == 0) { /* ::ffff:a.b.c.d is the IPv4 peer */
+      key[0] = 4;
+      memcpy(key + 1, b + 12, 4);
+    } else {
+      key[0] = 6;
+      memcpy(key + 1, b, 16);
+    }
+  }
+}
+
+/* Compare a presented Authorization value with "Bearer <token>" in time that
+ * depends only on the presented length: no early exit, length included. */
+static int bearer_ok(const moor_http *srv, const char *given) {
+  static const char pre[] = "Bearer ";
+  size_t glen = given ? strlen(given) : 0, want = sizeof pre - 1 + srv->token_len;
+  unsigned char diff = (unsigned char)(glen != want);
+  for (size_t i = 0; i < glen; i++) {
+    size_t j = i % want;
+    unsigned char e = (unsigned char)(j < sizeof pre - 1 ? pre[j] : srv->token[j - (sizeof pre - 1)]);
+    diff |= (unsigned char)((unsigned char)given[i] ^ e);
+  }
+  return given && diff == 0;
+}
+
 /* ---------------------------------------------------------------- server */
 
 static void srv_free(moor_http *srv) {
@@ -273,6 +386,11 @@ static void srv_free(moor_http *srv) {
   free(srv->slots);
   free(srv->free_slots);
   free(srv->rbuf);
+  free(srv->peers);
+  if (srv->token) {
+    memset(srv->token, 0, srv->token_len);
+    free(srv->token);
+  }
   free(srv);
 }
 
@@ -345,6 +463,7 @@ static void resp_done(conn *c) {
     return;
   }
   c->state = C_IDLE;
+  idle_add(c);
   uv_timer_start(&c->timer, on_timer, c->srv->idle_ms, 0);
   if (!c->feeding) conn_resume(c); /* else conn_feed's loop goes on by itself */
 }
@@ -362,7 +481,9 @@ static void send_error(conn *c, int status, const char *code, const char *msg) {
     return;
   }
   c->keep_alive = 0;
-  p = put_head(w->data, c, status, "application/json", 16, NULL, 0, (long long)len, 0);
+  p = status == 401 ? put_head(w->data, c, status, "application/json", 16, "WWW-Authenticate: Bearer\r\n", 26,
+                               (long long)len, 0)
+                    : put_head(w->data, c, status, "application/json", 16, NULL, 0, (long long)len, 0);
   p = put(p, body, len);
   w->len = (size_t)(p - w->data);
   if (conn_write(c, w) == 0) conn_finish(c);
@@ -394,6 +515,12 @@ static void conn_close(conn *c, int notify) {
   int waiting = c->state == C_WAITING || c->state == C_STREAMING;
   if (c->state == C_CLOSED) return;
   c->state = C_CLOSED;
+  idle_del(c);
+  if (c->counted) { /* counted off now, so a connection waiting for room can have it */
+    c->counted = 0;
+    srv->nconns--;
+    peer_del(srv, c->peer);
+  }
   uv_close((uv_handle_t *)&c->timer, on_conn_closed);
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
   if (notify && waiting && !srv->stopping && srv->on_closed) srv->on_closed(srv, c->id, srv->ud);
@@ -417,6 +544,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void conn_finish(conn *c) {
   if (c->state >= C_LINGER) return;
   c->state = C_LINGER;
+  idle_del(c);
   c->shut.data = c;
   if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
     conn_close(c, 0);
@@ -510,6 +638,7 @@ static int hdr_end(conn *c) {
 static int on_message_begin(http_parser *p) {
   conn *c = p->data;
   c->state = C_READING;
+  idle_del(c);
   c->rb_len = c->url_len = c->nhdrs = c->body_len = c->hbytes = 0;
   c->url_done = 0;
   c->hstate = H_NONE;
@@ -564,11 +693,33 @@ static const char *header(const conn *c, const char *name) {
   return NULL;
 }
 
+/* Whether the request path (raw, as the router matches it) is under /v1/. */
+static int is_api_path(const conn *c) {
+  const char *u = c->rb;
+  size_t n = c->url_len, off = 0, len = n;
+  if (n && u[0] != '/') { /* absolute-form */
+    struct http_parser_url pu;
+    http_parser_url_init(&pu);
+    if (http_parser_parse_url(u, n, 0, &pu) != 0 || !(pu.field_set & (1 << UF_PATH))) return 0;
+    off = pu.field_data[UF_PATH].off;
+    len = pu.field_data[UF_PATH].len;
+  }
+  return len >= 4 && memcmp(u + off, "/v1/", 4) == 0;
+}
+
 static int on_headers_complete(http_parser *p) {
   conn *c = p->data;
   size_t limit = c->srv->body_limit;
   const char *expect;
   if (url_end(c) || hdr_end(c)) return -1;
+  /* http-parser takes "GET /" as HTTP/0.9 and any digit pair as a version. */
+  if (p->http_major == 0)
+    return fail(c, 400, "bad_request", "malformed request: the request line has no HTTP version (send HTTP/1.1)");
+  if (p->http_major != 1 || p->http_minor > 1)
+    return fail(c, 505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served");
+  /* The API token is checked before any of the body is read. */
+  if (c->srv->token && is_api_path(c) && !bearer_ok(c->srv, header(c, "authorization")))
+    return fail(c, 401, "unauthorized", "this server needs 'Authorization: Bearer <MOOR_API_TOKEN>'");
   if ((p->flags & F_CONTENTLENGTH) && p->content_length != ULLONG_MAX) {
     if (p->content_length > limit) {
       char msg[80];
@@ -713,6 +864,8 @@ static size_t conn_feed(conn *c, const char *data, size_t len) {
       if (c->state <= C_READING) {
         if (c->err_status) {
           send_error(c, c->err_status, c->err_code, c->err_msg);
+        } else if (e == HPE_HEADER_OVERFLOW) { /* padding our count does not see */
+          send_error(c, 431, "headers_too_large", "the request line and headers are over the 65536-byte limit");
         } else {
           char msg[160];
           snprintf(msg, sizeof msg, "malformed request: %s (%s)", http_errno_description(e),
@@ -816,6 +969,24 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
 }
 
+/* Room for one more connection from key under both caps: when a cap is
+ * reached, the oldest idle connection (of that peer, for the per-peer cap)
+ * is closed to make it. 0 when every counted connection is busy. */
+static int make_room(moor_http *srv, const unsigned char *key) {
+  peer *p = peer_find(srv, key);
+  if (p && p->n >= srv->max_per_peer) {
+    conn *v = srv->idle_head;
+    while (v && memcmp(v->peer, key, sizeof v->peer) != 0) v = v->idle_next;
+    if (!v) return 0;
+    conn_close(v, 0);
+  }
+  if (srv->nconns >= srv->max_conns) {
+    if (!srv->idle_head) return 0;
+    conn_close(srv->idle_head, 0);
+  }
+  return 1;
+}
+
 static void on_connection(uv_stream_t *l, int status) {
   moor_http *srv = l->data;
   conn *c;
@@ -838,14 +1009,35 @@ static void on_connection(uv_stream_t *l, int status) {
   c->open = 2;
   c->state = C_IDLE;
   srv->nopen++;
-  if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || slot_take(srv, c) < 0 ||
+  if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
+    conn_close(c, 0);
+    return;
+  }
+  peer_key(&c->tcp, c->peer);
+  if (!make_room(srv, c->peer)) {
+    /* Over a cap with no idle connection to give way: say so and close at
+     * once (no linger: a flood of refusals must not hold descriptors). */
+#define BUSY_BODY "{\"error\":{\"code\":\"too_many_connections\",\"message\":\"too many open connections; try again later\"}}"
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                               "Connection: close\r\nContent-Length: ";
+    char msg[sizeof busy + 32 + sizeof BUSY_BODY];
+    int n = snprintf(msg, sizeof msg, "%s%zu\r\n\r\n%s", busy, sizeof BUSY_BODY - 1, BUSY_BODY);
+    uv_buf_t b = uv_buf_init(msg, (unsigned)(n > 0 ? n : 0));
+    (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    conn_close(c, 0);
+    return;
+  }
+  if (peer_add(srv, c->peer) < 0 || slot_take(srv, c) < 0 ||
       uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
     conn_close(c, 0);
     return;
   }
+  c->counted = 1;
+  srv->nconns++;
   c->reading = 1;
+  idle_add(c);
   uv_tcp_nodelay(&c->tcp, 1); /* a response is one write; do not let Nagle hold SSE chunks */
-  uv_timer_start(&c->timer, on_timer, srv->idle_ms, 0);
+  uv_timer_start(&c->timer, on_timer, srv->first_byte_ms, 0);
 }
 
 /* ------------------------------------------------------------ public API */
@@ -882,6 +1074,17 @@ int moor_http_start(uv_loop_t *loop, const moor_http_config *cfg, moor_http_hand
   srv->body_limit = cfg && cfg->body_limit ? cfg->body_limit : DEFAULT_BODY_LIMIT;
   srv->timeout_ms = cfg && cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   srv->idle_ms = cfg && cfg->idle_ms ? cfg->idle_ms : DEFAULT_IDLE_MS;
+  srv->first_byte_ms = cfg && cfg->first_byte_ms ? cfg->first_byte_ms : DEFAULT_FIRST_BYTE_MS;
+  srv->max_conns = cfg && cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNS;
+  srv->max_per_peer = cfg && cfg->max_per_peer ? cfg->max_per_peer : DEFAULT_MAX_PER_PEER;
+  if (cfg && cfg->api_token && *cfg->api_token) {
+    srv->token_len = strlen(cfg->api_token);
+    if (!(srv->token = strdup(cfg->api_token))) {
+      srv_free(srv);
+      set_err(err, errlen, "http: out of memory");
+      return MOOR_ENOMEM;
+    }
+  }
   srv->listener.data = srv;
   if ((rc = uv_tcp_init(loop, &srv->listener)) < 0) {
     srv_free(srv);
@@ -907,15 +1110,52 @@ int moor_http_port(const moor_http *srv) {
   return srv ? srv->port : 0;
 }
 
+/* RFC 9110 tchar: what a header name may hold. */
+static int is_tchar(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* A header value: visible bytes, space and tab; no CR, LF, NUL or other
+ * control byte, so nothing can end the line or the head early. */
+static int field_value_ok(const char *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
+  }
+  return 1;
+}
+
+int moor_http_header_ok(const char *line, size_t len) {
+  size_t name = 0;
+  if (!line) return MOOR_EINVAL;
+  while (name < len && is_tchar((unsigned char)line[name])) name++;
+  if (name == 0 || name == len || line[name] != ':' || !field_value_ok(line + name + 1, len - name - 1))
+    return MOOR_EINVAL;
+  return 0;
+}
+
+/* Extra header lines: each "Name: value" with a token name, ended by CRLF
+ * (the last CRLF may be missing). A CR or LF anywhere else is refused. */
+static int headers_ok(const char *h) {
+  while (*h) {
+    const char *eol = strstr(h, "\r\n");
+    size_t n = eol ? (size_t)(eol - h) : strlen(h);
+    if (moor_http_header_ok(h, n)) return 0;
+    h += n;
+    if (eol) h += 2;
+  }
+  return 1;
+}
+
 /* The connection, if it has a request waiting for an answer. */
 static int answerable(moor_http *srv, unsigned long long id, int status, const char *ctype,
                       const char *headers, conn **out) {
   conn *c = conn_find(srv, id);
   if (!c) return MOOR_ENOTFOUND;
   if (c->state != C_WAITING || status < 200 || status > 999) return MOOR_EINVAL;
-  if (ctype && strpbrk(ctype, "\r\n")) return MOOR_EINVAL; /* no header injection */
-  /* A blank line in the extra headers would end the head early. */
-  if (headers && (strncmp(headers, "\r\n", 2) == 0 || strstr(headers, "\r\n\r\n"))) return MOOR_EINVAL;
+  if (ctype && !field_value_ok(ctype, strlen(ctype))) return MOOR_EINVAL; /* no header injection */
+  if (headers && !headers_ok(headers)) return MOOR_EINVAL;
   *out = c;
   return 0;
 }

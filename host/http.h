@@ -10,7 +10,15 @@
  * {"error":{"code":"...","message":"..."}} and then closes the connection:
  * 400 bad_request (malformed HTTP), 413 body_too_large, 431
  * headers_too_large (request line and headers over 64 KiB), 408
- * request_timeout (a request not complete within timeout_ms).
+ * request_timeout (a request not complete within timeout_ms), 401
+ * unauthorized (api_token set and a /v1/ request without it), 505
+ * http_version_not_supported.
+ *
+ * Connection caps: when max_connections, or max_per_peer for the peer's
+ * address, is reached, the oldest idle connection (between requests, or new
+ * and silent; of that peer for the per-peer cap) is closed to make room; when
+ * none is idle, the new connection gets a 503 too_many_connections and is
+ * closed at once.
  *
  * Every function returns 0 or a negative MOOR_E* code. Calls naming a
  * connection that is gone (closed by the peer, timed out, stopped) return
@@ -43,6 +51,12 @@ typedef struct moor_http_config {
   size_t body_limit;            /* bytes; 0 = 1 MiB default */
   unsigned timeout_ms;          /* a started request must complete within this; 0 = 10000 */
   unsigned idle_ms;             /* idle keep-alive connections close after this; 0 = 60000 */
+  const char *api_token;        /* when set, a request under /v1/ without "Authorization: Bearer
+                                   <api_token>" is answered 401 at headers-complete, before its
+                                   body is read (constant-time compare, length included) */
+  unsigned first_byte_ms;       /* a new connection that sends nothing is closed after this; 0 = 5000 */
+  unsigned max_connections;     /* open connections in all; 0 = 1024 */
+  unsigned max_per_peer;        /* open connections from one IP address; 0 = 256 */
 } moor_http_config;
 
 /* Called once per complete request. The handler must answer each request
@@ -66,9 +80,10 @@ int moor_http_start(uv_loop_t *loop, const moor_http_config *cfg, moor_http_hand
 int moor_http_port(const moor_http *srv);          /* the bound port */
 
 /* Answer a request: status 200..999. content_type may be NULL (no header)
- * and must hold no CR or LF. headers: extra header lines
- * "Name: value\r\n..." or NULL (a missing final CRLF is added; a blank line
- * inside is refused). Content-Length and Connection are added; 204 and 304
+ * and must hold no CR, LF or other control byte. headers: extra header lines
+ * "Name: value\r\n..." or NULL (a missing final CRLF is added); each line must
+ * pass moor_http_header_ok (a blank line, a bare CR or LF, a name that is not
+ * a token are refused). Content-Length and Connection are added; 204 and 304
  * get neither a body nor Content-Length/Content-Type; a HEAD request gets no
  * body. The data is copied. MOOR_EINVAL for bad arguments or when the
  * connection has no request waiting for an answer (answered already, or
@@ -76,6 +91,13 @@ int moor_http_port(const moor_http *srv);          /* the bound port */
  * and on_closed is not called). */
 int moor_http_respond(moor_http *srv, unsigned long long conn, int status, const char *content_type,
                       const char *headers, const char *body, size_t len);
+
+/* One header line "Name: value" (no CRLF) as moor writes it: a token name,
+ * a colon, a value of visible bytes, spaces and tabs (no CR, LF, NUL or other
+ * control byte). 0, or MOOR_EINVAL. For callers that build the headers
+ * argument from separate names and values (a CRLF inside a value would
+ * otherwise read as a second header). */
+int moor_http_header_ok(const char *line, size_t len);
 
 /* A streamed response (Server-Sent Events): status line and headers now, body
  * until stream_end. Sent with Transfer-Encoding: chunked on HTTP/1.1 so

@@ -7,10 +7,13 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <uv.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static const char *USAGE =
@@ -139,8 +142,28 @@ static moor *open_engine(const opts *o, int read_only, int *status) {
   return m;
 }
 
+/* Every descriptor the CLI holds once the engine is open and the agent
+ * loaded (the lock, the database, sockets, a file a library left open) is
+ * made close-on-exec, so a step's child process (os.execute, io.popen) never
+ * holds the lock or the database after the host dies. Those opened later
+ * are close-on-exec already (SQLite, libuv, moor's curl sockets). */
+static void cloexec_all(void) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *de;
+  if (!d) return;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd <= 2 || fd == dirfd(d)) continue;
+    int fl = fcntl((int)fd, F_GETFD);
+    if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+  }
+  closedir(d);
+}
+
 static int load(moor *m, const opts *o) {
   int rc = moor_load_agent(m, o->agent ? o->agent : "agent");
+  cloexec_all();
   if (rc == MOOR_ELOAD) {
     fprintf(stderr, "%s\n", moor_errmsg(m));
     return 2;
@@ -866,8 +889,29 @@ static int cmd_test(const opts *o) {
   return status;
 }
 
+/* Process settings every command wants, before anything else runs:
+ * - SIGPIPE ignored: libuv writes sockets with write(2), so a client that
+ *   hangs up while a response or an SSE event is written would otherwise
+ *   kill the host (exit 141); the write fails with EPIPE instead.
+ * - No core dumps (RLIMIT_CORE 0): a core would hold the API keys of the
+ *   environment and whatever the engine had in memory.
+ * - The soft RLIMIT_NOFILE raised to the hard limit, so many held
+ *   connections (bounded by the server's caps) cannot starve the database,
+ *   curl or new clients of descriptors. */
+static void harden_process(void) {
+  struct rlimit rl;
+  signal(SIGPIPE, SIG_IGN);
+  rl.rlim_cur = rl.rlim_max = 0;
+  if (setrlimit(RLIMIT_CORE, &rl) != 0) { /* best effort: keep going */ }
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) { /* best effort */ }
+  }
+}
+
 int main(int argc, char **argv) {
   opts o = {0};
+  harden_process();
   int status = parse(argc, argv, &o);
   if (status) goto done;
   const char *c = o.cmd;

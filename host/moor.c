@@ -636,8 +636,42 @@ int moor_find_server(const char *db_path, char *url, size_t url_size) {
   return 0;
 }
 
+/* The router's headers: a string of "Name: value\r\n" lines, or a list of
+ * single lines joined here, each checked on its own so a CR or LF inside a
+ * value cannot become a header of its own. *out is NULL for none, else
+ * malloc'd; MOOR_EINVAL for a line that is not one header. */
+static int router_headers(lua_State *L, int idx, char **out) {
+  *out = NULL;
+  if (lua_type(L, idx) == LUA_TSTRING) return (*out = strdup(lua_tostring(L, idx))) ? 0 : MOOR_ENOMEM;
+  if (!lua_istable(L, idx)) return 0;
+  size_t n = (size_t)lua_rawlen(L, idx), total = 1;
+  for (size_t i = 1; i <= n; i++) {
+    size_t len;
+    lua_rawgeti(L, idx, (lua_Integer)i);
+    const char *line = lua_tolstring(L, -1, &len);
+    int ok = line && strlen(line) == len && moor_http_header_ok(line, len) == 0;
+    lua_pop(L, 1);
+    if (!ok) return MOOR_EINVAL;
+    total += len + 2;
+  }
+  char *buf = malloc(total), *p = buf;
+  if (!buf) return MOOR_ENOMEM;
+  for (size_t i = 1; i <= n; i++) {
+    size_t len;
+    lua_rawgeti(L, idx, (lua_Integer)i);
+    const char *line = lua_tolstring(L, -1, &len);
+    memcpy(p, line, len);
+    memcpy(p + len, "\r\n", 2);
+    p += len + 2;
+    lua_pop(L, 1);
+  }
+  *p = 0;
+  *out = buf;
+  return 0;
+}
+
 /* HTTP requests go to the Lua router (lua/moor/http.lua), which answers
- * (status, content_type, headers, body), or "stream" after starting an SSE
+ * (status, content_type, headers (a string or a list of lines), body), or "stream" after starting an SSE
  * stream itself, or "later". */
 static void on_http_request(moor_http *srv, const moor_http_request *req, void *ud) {
   moor *m = ud;
@@ -670,8 +704,24 @@ static void on_http_request(moor_http *srv, const moor_http_request *req, void *
   if (lua_isinteger(L, -4)) {
     size_t len = 0;
     const char *body = lua_tolstring(L, -1, &len);
-    moor_http_respond(srv, req->conn, (int)lua_tointeger(L, -4), lua_tostring(L, -3), lua_tostring(L, -2),
-                      body ? body : "", len);
+    char *headers = NULL;
+    int rc = router_headers(L, lua_gettop(L) - 1, &headers);
+    if (rc == 0)
+      rc = moor_http_respond(srv, req->conn, (int)lua_tointeger(L, -4),
+                             lua_type(L, -3) == LUA_TSTRING ? lua_tostring(L, -3) : NULL, headers,
+                             body ? body : "", len);
+    free(headers);
+    if (rc == MOOR_EINVAL || rc == MOOR_ENOMEM) {
+      /* The answer cannot be written as given (a CR/LF in a header, a bad
+       * status): the client still gets one, and the header is not sent. */
+      static const char bad[] = "{\"error\":{\"code\":\"bad_response\",\"message\":\"the response could not be "
+                                "written (a header with CR, LF or a control byte, a bad header name or status); "
+                                "see the server log\"}}";
+      fprintf(stderr, "moor: the answer to %s %s was refused (status %d: a header with CR, LF or a control "
+              "byte, a header name that is not a token, or a bad status); answered 500\n",
+              req->method, req->path, (int)lua_tointeger(L, -4));
+      moor_http_respond(srv, req->conn, 500, "application/json", NULL, bad, sizeof bad - 1);
+    }
   }
   lua_pop(L, 4);
 }
@@ -733,7 +783,15 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
   unsigned timeout = m->cfg.http_timeout_ms;
   env = getenv("MOOR_HTTP_TIMEOUT_MS");
   if (!timeout && env && *env) timeout = (unsigned)strtoul(env, NULL, 10);
-  moor_http_config hc = {host, port, limit, timeout, 0};
+  /* libuv writes sockets with write(2): a peer that hung up would raise
+   * SIGPIPE and kill the process. Ignore it unless the embedder chose. */
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  moor_http_config hc = {host, port, limit, timeout, 0, token, 0, 0, 0};
+  /* Connection caps and the silent-client timeout (0 or unset: http.c's defaults). */
+  if ((env = getenv("MOOR_HTTP_FIRST_BYTE_MS")) && *env) hc.first_byte_ms = (unsigned)strtoul(env, NULL, 10);
+  if ((env = getenv("MOOR_MAX_CONNECTIONS")) && *env) hc.max_connections = (unsigned)strtoul(env, NULL, 10);
+  if ((env = getenv("MOOR_MAX_CONNECTIONS_PER_PEER")) && *env) hc.max_per_peer = (unsigned)strtoul(env, NULL, 10);
   char err[256] = "";
   int rc = moor_http_start(&m->loop, &hc, on_http_request, on_http_closed, m, &m->http, err, sizeof err);
   if (rc) return set_err(m, rc, "cannot listen: %s", err);

@@ -10,6 +10,9 @@ local M = {}
 local config = { token = nil, hosts = {}, any_host = false }
 local streams = {}        -- conn -> { run = id, last = seq }
 local nstreams = 0
+-- open SSE streams per run, capped (429 beyond): a client cannot pin the host with streams
+local MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 32
+local run_streams = {}    -- run id -> open streams
 
 local JSON = "application/json"
 local TERMINAL = { ["run.completed"] = true, ["run.failed"] = true, ["run.cancelled"] = true }
@@ -158,11 +161,18 @@ local function event_text(st, run, seq, kind, name, payload, time, op)
   return sse_line(run, seq, kind, name, payload, time, op)
 end
 
-local function end_stream(conn)
-  if streams[conn] then
+local function forget_stream(conn)
+  local st = streams[conn]
+  if st then
     streams[conn] = nil
     nstreams = nstreams - 1
+    local n = (run_streams[st.run] or 1) - 1
+    run_streams[st.run] = n > 0 and n or nil
   end
+end
+
+local function end_stream(conn)
+  forget_stream(conn)
   core.http_end(conn)
 end
 
@@ -171,6 +181,10 @@ local function events_stream(req, id)
   if not run then return fail(404, "not_found", ("unknown run '%s'"):format(id)) end
   local after = tonumber(req.headers["last-event-id"] or (req.query and req.query:match("after=(%d+)")) or 0)
   if not after then return fail(400, "bad_request", "Last-Event-ID must be an event id (a number)") end
+  if (run_streams[id] or 0) >= MAX_STREAMS_PER_RUN then
+    return fail(429, "too_many_streams", ("run '%s' already has %d open event streams (MOOR_MAX_STREAMS_PER_RUN);"
+      .. " close one and retry"):format(id, MAX_STREAMS_PER_RUN), "Retry-After: 1\r\n")
+  end
   core.http_stream_start(req.conn, 200, "text/event-stream", "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n")
   local st = { run = id, last = after, text = req.query and req.query:find("format=text", 1, true) ~= nil }
   local settled = false
@@ -187,6 +201,7 @@ local function events_stream(req, id)
   else
     streams[req.conn] = st
     nstreams = nstreams + 1
+    run_streams[id] = (run_streams[id] or 0) + 1
   end
   return "stream"
 end
@@ -207,10 +222,7 @@ engine.subscribe(function(run, seq, kind, name, payload, time, op)
 end)
 
 function M.closed(conn)
-  if streams[conn] then
-    streams[conn] = nil
-    nstreams = nstreams - 1
-  end
+  forget_stream(conn)
 end
 
 local function session() return require "moor.session" end
@@ -334,7 +346,8 @@ local function webhook(req, token)
       body = json.encode(body)
       if not (rw.headers and (rw.headers["content-type"] or rw.headers["Content-Type"])) then ctype = JSON end
     end
-    return rw.status or 200, ctype, #headers > 0 and table.concat(headers, "\r\n") .. "\r\n" or nil, body or ""
+    -- a list of lines: the C writer checks each one (a CR/LF inside a value is refused, 500)
+    return rw.status or 200, ctype, headers, body or ""
   end
   return reply(202, { ok = true })
 end

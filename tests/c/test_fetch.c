@@ -9,6 +9,7 @@
  *   /slow        answers 500 ms later
  *   /hang        never answers
  *   /redirect    302 to /echo
+ *   /goto?URL    307 to URL (/goto303?URL: 303)
  *   /big         a 33 MiB body with Content-Length
  *   /bigstream   a 33 MiB body, chunked, written a slice at a time
  * Teardown closes the client (if the test did not), stops the server, runs
@@ -44,6 +45,7 @@ typedef struct fx {
   uv_timer_t guard;            /* wakes run_until at its deadline */
   int expired;
   moor_http *srv;
+  moor_http *other;            /* a second server (another origin), when a test starts one */
   moor_fetch *f;               /* NULL once a test closed it */
   char base[64];               /* http://127.0.0.1:PORT */
   job *jobs;
@@ -141,6 +143,12 @@ static void handler(moor_http *srv, const moor_http_request *req, void *ud) {
     /* never answered; stopping the server closes it */
   } else if (strcmp(p, "/redirect") == 0) {
     assert_int_equal(moor_http_respond(srv, req->conn, 302, "text/plain", "Location: /echo?moved\r\n", "moved", 5), 0);
+  } else if (strcmp(p, "/goto") == 0 || strcmp(p, "/goto303") == 0) {
+    /* a redirect to the URL in the query: 307 (method and body kept) or 303 (GET) */
+    char loc[512];
+    snprintf(loc, sizeof loc, "Location: %s\r\n", req->query ? req->query : "/echo");
+    assert_int_equal(moor_http_respond(srv, req->conn, strcmp(p, "/goto") == 0 ? 307 : 303, "text/plain", loc,
+                                       "moved", 5), 0);
   } else if (strcmp(p, "/big") == 0) {
     moor_http_respond(srv, req->conn, 200, "application/octet-stream", NULL, x->big, BIG);
   } else if (strcmp(p, "/bigstream") == 0) {
@@ -194,6 +202,7 @@ static int teardown(void **state) {
   if (x->L) lua_close(x->L);
   moor_fetch_close(x->f);
   moor_http_stop(x->srv);
+  moor_http_stop(x->other);
   while (x->jobs) job_done(x->jobs);
   uv_close((uv_handle_t *)&x->guard, NULL);
   uv_run(&x->loop, UV_RUN_DEFAULT);
@@ -380,6 +389,73 @@ static void test_redirects(void **state) {
   assert_string_equal(stay.body, "moved");
   seen_free(&follow);
   seen_free(&stay);
+}
+
+/* Issue 7 item 3: a redirect to another origin (here: another port on
+ * 127.0.0.1, a second server) must not carry the author's headers (an
+ * x-api-key, Authorization, any other); a same-origin one keeps them. */
+static void test_redirect_drops_headers_off_origin(void **state) {
+  fx *x = *state;
+  moor_http *other = NULL;
+  char err[256], path[512], base2[64];
+  /* teardown stops it, even when an assertion below fails */
+  moor_http_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  assert_int_equal(moor_http_start(&x->loop, &cfg, handler, NULL, x, &other, err, sizeof err), 0);
+  x->other = other;
+  snprintf(base2, sizeof base2, "http://127.0.0.1:%d", moor_http_port(other));
+  const char *hdrs[] = {"X-Api-Key: sk-SECRET", "Authorization: Bearer tok-SECRET", "X-Custom: mine",
+                        "Content-Type: application/json", NULL};
+  seen off = {.x = x}, same = {.x = x}, g303 = {.x = x}, back = {.x = x}, many = {.x = x};
+
+  snprintf(path, sizeof path, "/goto?%s/echo", base2);
+  start(x, "POST", path, hdrs, "{\"q\":1}", 7, 0, &off);
+  start(x, "POST", "/goto?/echo", hdrs, "{\"q\":2}", 7, 0, &same);
+  snprintf(path, sizeof path, "/goto303?%s/echo", base2);
+  start(x, "POST", path, hdrs, "{\"q\":3}", 7, 0, &g303);
+  snprintf(path, sizeof path, "/goto?%s/goto?%s/echo", base2, x->base); /* away and back */
+  start(x, "POST", path, hdrs, "{\"q\":4}", 7, 0, &back);
+  assert_int_equal(run_until(x, &off.calls, 1, 3000), 0);
+  assert_int_equal(run_until(x, &same.calls, 1, 3000), 0);
+  assert_int_equal(run_until(x, &g303.calls, 1, 3000), 0);
+  assert_int_equal(run_until(x, &back.calls, 1, 3000), 0);
+
+  assert_null(off.error);
+  assert_int_equal(off.status, 200);
+  assert_non_null(strstr(off.body, "method=POST\n")); /* 307 keeps the method and body */
+  assert_non_null(strstr(off.body, "body={\"q\":1}"));
+  assert_null(strstr(off.body, "SECRET"));
+  assert_null(strstr(off.body, "h:x-custom"));
+  assert_null(strstr(off.body, "h:authorization"));
+  assert_non_null(strstr(off.body, "h:user-agent=moor/"));
+
+  assert_int_equal(same.status, 200);
+  assert_non_null(strstr(same.body, "h:x-api-key=sk-SECRET\n"));
+  assert_non_null(strstr(same.body, "h:x-custom=mine\n"));
+  assert_non_null(strstr(same.body, "body={\"q\":2}"));
+
+  assert_int_equal(g303.status, 200);
+  assert_non_null(strstr(g303.body, "method=GET\n"));
+  assert_null(strstr(g303.body, "SECRET"));
+
+  assert_int_equal(back.status, 200); /* once dropped, they stay dropped */
+  assert_null(strstr(back.body, "SECRET"));
+  assert_null(strstr(back.body, "h:x-custom"));
+
+  /* more hops than allowed: an error, as curl's own limit was */
+  char url[512];
+  snprintf(url, sizeof url, "%s/goto?%s/goto?%s/echo", x->base, base2, x->base);
+  moor_fetch_request req = {.url = url, .max_redirects = 1};
+  assert_int_equal(moor_fetch_start(x->f, &req, record, &many, NULL), 0);
+  assert_int_equal(run_until(x, &many.calls, 1, 3000), 0);
+  assert_non_null(many.error);
+  assert_non_null(strstr(many.error, "too many redirects"));
+
+  seen_free(&off);
+  seen_free(&same);
+  seen_free(&g303);
+  seen_free(&back);
+  seen_free(&many);
 }
 
 static void test_concurrency(void **state) {
@@ -823,6 +899,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_post_bodies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_status_codes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_redirects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_redirect_drops_headers_off_origin, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrency, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused, setup, teardown),

@@ -156,9 +156,17 @@ static void handler(moor_http *srv, const moor_http_request *req, void *ud) {
     bad += moor_http_respond(srv, req->conn, 200, "text/plain\r\nX: y", NULL, NULL, 0) == MOOR_EINVAL;
     bad += moor_http_respond(srv, req->conn, 200, NULL, "X: y\r\n\r\nbody", NULL, 0) == MOOR_EINVAL;
     bad += moor_http_respond(srv, req->conn, 200, NULL, NULL, NULL, 5) == MOOR_EINVAL;
+    /* no header injection: bare LF or CR, control bytes, a name that is not a token */
+    bad += moor_http_respond(srv, req->conn, 200, "text/plain\nX: y", NULL, NULL, 0) == MOOR_EINVAL;
+    bad += moor_http_respond(srv, req->conn, 200, "text/\x01plain", NULL, NULL, 0) == MOOR_EINVAL;
+    bad += moor_http_respond(srv, req->conn, 200, NULL, "X-A: 1\nSet-Cookie: a=1\r\n", NULL, 0) == MOOR_EINVAL;
+    bad += moor_http_respond(srv, req->conn, 200, NULL, "X-A: 1\rSet-Cookie: a=1", NULL, 0) == MOOR_EINVAL;
+    bad += moor_http_respond(srv, req->conn, 200, NULL, "Bad Name: v\r\n", NULL, 0) == MOOR_EINVAL;
+    bad += moor_http_respond(srv, req->conn, 200, NULL, "NoColon\r\n", NULL, 0) == MOOR_EINVAL;
+    bad += moor_http_stream_start(srv, req->conn, 200, "text/event-stream\r\nX: y", NULL) == MOOR_EINVAL;
     bad += moor_http_stream_write(srv, req->conn, "x", 1) == MOOR_EINVAL; /* no stream open */
     bad += moor_http_stream_end(srv, req->conn) == MOOR_EINVAL;
-    assert_int_equal(bad, 6);
+    assert_int_equal(bad, 13);
     assert_int_equal(moor_http_respond(srv, req->conn, 200, "text/plain", "X-A: 1\r\nX-B: 2", "one", 3), 0);
     atomic_store(&f->twice_rc, moor_http_respond(srv, req->conn, 200, "text/plain", NULL, "two", 3));
   } else {
@@ -219,6 +227,13 @@ static int setup_default(void **state) {
 /* Short limits so the timeout tests run fast. */
 static int setup_strict(void **state) {
   moor_http_config cfg = {.host = "127.0.0.1", .body_limit = 1000, .timeout_ms = 200, .idle_ms = 300};
+  return fx_start(state, &cfg);
+}
+
+/* Small caps, a short first-byte timeout and an API token (issue 7 item 6). */
+static int setup_caps(void **state) {
+  moor_http_config cfg = {.host = "127.0.0.1", .api_token = "tok-123", .first_byte_ms = 300,
+                          .max_connections = 5, .max_per_peer = 3};
   return fx_start(state, &cfg);
 }
 
@@ -624,6 +639,150 @@ static void test_headers_431(void **state) {
   close(fd);
 }
 
+/* http-parser skips leading whitespace of a value without a callback: its own
+ * overflow (HPE_HEADER_OVERFLOW) must be a 431 too. */
+static void test_headers_431_padded(void **state) {
+  fx *f = *state;
+  size_t n = 90 * 1024;
+  char *req = malloc(n + 64), *all;
+  int fd = raw_connect(f);
+  int len = snprintf(req, 64, "GET /echo HTTP/1.1\r\nX-Pad:");
+  memset(req + len, ' ', n);
+  memcpy(req + len + n, "a\r\n\r\n", 5);
+  raw_send(fd, req, (size_t)len + n + 5);
+  all = raw_read_all(fd, NULL);
+  assert_true(strncmp(all, "HTTP/1.1 431 ", 13) == 0);
+  assert_non_null(strstr(all, "\"code\":\"headers_too_large\""));
+  free(all);
+  free(req);
+  close(fd);
+  assert_int_equal(atomic_load(&f->requests), 0);
+}
+
+static void test_versions(void **state) {
+  fx *f = *state;
+  static const struct { const char *req, *status, *code; } cases[] = {
+      {"GET /echo HTTP/9.9\r\nHost: x\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported\r\n",
+       "http_version_not_supported"},
+      {"GET /echo HTTP/2.0\r\nHost: x\r\n\r\n", "HTTP/1.1 505 ", "http_version_not_supported"},
+      {"GET /echo HTTP/1.2\r\nHost: x\r\n\r\n", "HTTP/1.1 505 ", "http_version_not_supported"},
+      {"GET /echo\r\nHost: x\r\n\r\n", "HTTP/1.1 400 ", "bad_request"},
+      {"GET /echo\r\n\r\n", "HTTP/1.1 400 ", "bad_request"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int fd = raw_connect(f);
+    char *all, want[64];
+    raw_send(fd, cases[i].req, strlen(cases[i].req));
+    all = raw_read_all(fd, NULL);
+    if (strncmp(all, cases[i].status, strlen(cases[i].status)) != 0)
+      fail_msg("%s: got %.60s", cases[i].req, all);
+    snprintf(want, sizeof want, "\"code\":\"%s\"", cases[i].code);
+    assert_non_null(strstr(all, want));
+    free(all);
+    close(fd);
+  }
+  assert_int_equal(atomic_load(&f->requests), 0);
+}
+
+static void test_caps_and_auth(void **state) {
+  fx *f = *state;
+  char *all, *one;
+  double t0;
+  size_t n;
+  /* A silent connection is closed after first_byte_ms. */
+  int fd = raw_connect(f);
+  t0 = now_s();
+  all = raw_read_all(fd, &n);
+  assert_int_equal(n, 0);
+  assert_true(now_s() - t0 > 0.2 && now_s() - t0 < 2.0);
+  free(all);
+  close(fd);
+
+  /* Idle connections give way: 3 silent ones fill the per-peer cap, a 4th is served. */
+  int idle[3];
+  for (int i = 0; i < 3; i++) idle[i] = raw_connect(f);
+  fd = raw_connect(f);
+  RAW_SEND(fd, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  one = raw_read_one(fd);
+  assert_true(strncmp(one, "HTTP/1.1 200 ", 13) == 0);
+  free(one);
+  close(fd);
+  all = raw_read_all(idle[0], &n); /* the oldest idle one was closed to make room */
+  assert_int_equal(n, 0);
+  free(all);
+  for (int i = 0; i < 3; i++) close(idle[i]);
+
+  /* Busy connections do not give way: 3 unanswered requests, then a 503 at once. */
+  usleep(100 * 1000); /* the closes above reach the server */
+  int busy[3];
+  for (int i = 0; i < 3; i++) {
+    busy[i] = raw_connect(f);
+    RAW_SEND(busy[i], "GET /hang HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  for (int i = 0; i < 3000 && atomic_load(&f->requests) < 1 + 3; i++) usleep(1000); /* the /echo, the hangs */
+  fd = raw_connect(f);
+  t0 = now_s();
+  all = raw_read_all(fd, NULL);
+  assert_true(now_s() - t0 < 1.0);
+  assert_true(strncmp(all, "HTTP/1.1 503 ", 13) == 0);
+  assert_non_null(strstr(all, "\"code\":\"too_many_connections\""));
+  free(all);
+  close(fd);
+  for (int i = 0; i < 3; i++) close(busy[i]);
+  usleep(100 * 1000);
+
+  /* The token is checked when the headers are complete: the body is never waited for. */
+  fd = raw_connect(f);
+  RAW_SEND(fd, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+  t0 = now_s();
+  all = raw_read_all(fd, NULL);
+  assert_true(now_s() - t0 < 1.0);
+  assert_true(strncmp(all, "HTTP/1.1 401 ", 13) == 0);
+  assert_non_null(strstr(all, "WWW-Authenticate: Bearer\r\n"));
+  free(all);
+  close(fd);
+  static const char *const wrong[] = {"Bearer tok-12", "Bearer tok-1234", "Bearer tok-124", "bearer tok-123",
+                                      "tok-123", ""};
+  for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+    char req[160];
+    int len = snprintf(req, sizeof req, "GET /v1/x HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n\r\n", wrong[i]);
+    fd = raw_connect(f);
+    raw_send(fd, req, (size_t)len);
+    all = raw_read_all(fd, NULL);
+    if (strncmp(all, "HTTP/1.1 401 ", 13) != 0) fail_msg("'%s': %.40s", wrong[i], all);
+    free(all);
+    close(fd);
+  }
+  fd = raw_connect(f);
+  RAW_SEND(fd, "GET /v1/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-123\r\n\r\n"
+               "GET http://h/v1/x HTTP/1.1\r\nHost: x\r\n\r\n");
+  all = raw_read_all(fd, NULL);
+  assert_true(strncmp(all, "HTTP/1.1 404 ", 13) == 0); /* the handler's: authorized */
+  assert_non_null(strstr(all + 13, "HTTP/1.1 401 ")); /* absolute-form is checked too */
+  free(all);
+  close(fd);
+  fd = raw_connect(f); /* outside /v1/: no token needed */
+  RAW_SEND(fd, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  all = raw_read_all(fd, NULL);
+  assert_true(strncmp(all, "HTTP/1.1 200 ", 13) == 0);
+  free(all);
+  close(fd);
+}
+
+static void test_header_ok(void **state) {
+  (void)state;
+  assert_int_equal(moor_http_header_ok("X-A: 1", 6), 0);
+  assert_int_equal(moor_http_header_ok("X-A:", 4), 0);
+  assert_int_equal(moor_http_header_ok("X-A: a\tb", 8), 0);
+  assert_int_equal(moor_http_header_ok("X-A: 1\r\nSet-Cookie: x=1", 24), MOOR_EINVAL);
+  assert_int_equal(moor_http_header_ok("X-A: 1\nB: 2", 11), MOOR_EINVAL);
+  assert_int_equal(moor_http_header_ok("X-A: \x7f", 6), MOOR_EINVAL);
+  assert_int_equal(moor_http_header_ok("X A: 1", 6), MOOR_EINVAL);
+  assert_int_equal(moor_http_header_ok(": 1", 3), MOOR_EINVAL);
+  assert_int_equal(moor_http_header_ok("X-A", 3), MOOR_EINVAL);
+  assert_int_equal(moor_http_header_ok("X-A: a\0b", 8), MOOR_EINVAL);
+}
+
 static void test_pipelined(void **state) {
   fx *f = *state;
   int fd = raw_connect(f);
@@ -802,6 +961,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_idle_close, setup_strict, teardown),
       cmocka_unit_test_setup_teardown(test_body_limit_413, setup_strict, teardown),
       cmocka_unit_test_setup_teardown(test_headers_431, setup_default, teardown),
+      cmocka_unit_test_setup_teardown(test_headers_431_padded, setup_default, teardown),
+      cmocka_unit_test_setup_teardown(test_versions, setup_default, teardown),
+      cmocka_unit_test(test_header_ok),
+      cmocka_unit_test_setup_teardown(test_caps_and_auth, setup_caps, teardown),
       cmocka_unit_test_setup_teardown(test_pipelined, setup_default, teardown),
       cmocka_unit_test_setup_teardown(test_http10_and_urls, setup_default, teardown),
       cmocka_unit_test_setup_teardown(test_peer_close, setup_default, teardown),

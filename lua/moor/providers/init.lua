@@ -309,8 +309,10 @@ function M.send(io, spec)
 
   local retries, timeout_retries = 0, 0
   while true do
+    -- redirects = 0: never follow one (a 307 would resend the key and the conversation elsewhere)
     local resp, terr, timed_out = io.fetch {
       method = "POST", url = spec.url, headers = spec.headers, body = spec.body, timeout = spec.timeout,
+      redirects = 0,
     }
     local attempts = retries + 1
     local kind, status, delay_hint, last
@@ -348,6 +350,10 @@ function M.send(io, spec)
         kind = "timeout"
       elseif status == 409 or status >= 500 then
         kind = "server_error"
+      elseif status >= 300 and status < 400 then
+        return failure("bad_response", ("the server at %s answered %s, a redirect, which providers do not"
+          .. " follow (the key and the conversation stay with %s): set %s to the server's final address"):format(
+          base, status_text(status), base, spec.base_env), { status = status })
       elseif status >= 400 then
         return failure("bad_request", ("the server at %s answered %s: %s"):format(
           base, status_text(status), server_message(resp.body, secret)), { status = status })
