@@ -1,5 +1,5 @@
--- The example agent. Sessions with a model come later; the definition is
--- loaded and validated now, so a typo here fails `moor call` with its line.
+-- The example agent: `moor chat` and `POST /v1/sessions` hold sessions with it. The definition is
+-- loaded and validated at start, so a typo here fails every command with its line.
 local moor = require "moor"
 
 return moor.defineAgent {

@@ -132,7 +132,8 @@ M.workflow = not_supported("moor.workflow (the runtime-generated workflow tool)"
 M.defineDynamic = not_supported("moor.defineDynamic (dynamic tools)")
 M.NotSupported = errors.NotSupported
 
---- Agent definitions are validated now; sessions come later.
+--- An agent definition (agent/agent.lua, a subagent's agent.lua), validated at load;
+-- the turn loop (moor.session) holds its sessions.
 function M.defineAgent(def)
   if type(def) ~= "table" then def_error("defineAgent takes a table { model, description, instructions }") end
   if type(def.model) ~= "string" and type(def.model) ~= "table" and type(def.model) ~= "function" then
