@@ -40,6 +40,7 @@ local heap, nheap = {}, 0     -- timers: binary heap by due time
 
 local current_run = nil       -- the run whose body is executing
 local in_body = false         -- true while a body (not a step) executes
+local closing = nil           -- why ops are refused: a run's parked threads are being closed
 local step_info = nil         -- the step executing now, for moor.stepInfo()
 
 ---------------------------------------------------------------------------
@@ -263,6 +264,12 @@ M.io_inflight = 0
 
 local step_done
 
+-- A step's or a branch's function runs under pcall inside its own coroutine,
+-- so an error unwinds there: to-be-closed variables close during the
+-- unwinding, where their __close may still yield (run steps, do I/O).
+-- (coroutine.close, from outside, cannot let them yield.)
+local function protected(fn, ...) return pcall(fn, ...) end
+
 -- Run a step's coroutine until it returns, raises, or parks on I/O.
 local function step_run(r, n, name, spec, attempt, co, info, ...)
   step_info = info
@@ -302,6 +309,7 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
     end
   end
   step_info = nil
+  if ok then ok, v = v, w else co_close(co) end -- (false: raised past the pcall)
   step_done(r, n, name, spec, attempt, ok, v)
 end
 
@@ -330,7 +338,7 @@ exec_step = function(r, n, name, spec, attempt)
   if r.settled or not r.waiters[n] then return end
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
                  signal = r.ctx and r.ctx.abortSignal }
-  step_run(r, n, name, spec, attempt, co_create(spec.fn), info, unpack(spec.args, 1, spec.args.n))
+  step_run(r, n, name, spec, attempt, co_create(protected), info, spec.fn, unpack(spec.args, 1, spec.args.n))
 end
 
 --- Inside a step: park the step on I/O. start(resume) begins it; the step
@@ -638,6 +646,7 @@ local function resume_thread(th)
     current_run, in_body = nil, false
     if co_status(co) == "dead" then
       th.dead = true
+      if ok then ok, a = a, b else co_close(co) end -- (false: raised past the pcall)
       return thread_done(th, ok, a)
     end
     if a == OP then
@@ -652,7 +661,7 @@ local function resume_thread(th)
 end
 
 local function new_thread(r, fn)
-  local th = { run = r, co = co_create(fn) }
+  local th = { run = r, co = co_create(function() return pcall(fn) end) } -- see protected
   r.threads[#r.threads + 1] = th
   return th
 end
@@ -661,6 +670,25 @@ end
 -- runs
 
 local notify_parent -- forward
+
+-- Close the run's parked threads with coroutine.close: their pending
+-- to-be-closed variables run now, once, outside the scheduler, so they cannot
+-- wait: a step or op there raises `why`. Returns the first error one raised.
+local function close_threads(r, why)
+  local first
+  local saved_run, saved_body, saved_closing = current_run, in_body, closing
+  current_run, in_body, closing = r, true, why
+  for _, th in ipairs(r.threads) do
+    if not th.dead and co_status(th.co) == "suspended" then
+      th.dead = true
+      local ok, err = co_close(th.co)
+      if not ok and first == nil then first = err end
+    end
+    th.dead = true
+  end
+  current_run, in_body, closing = saved_run, saved_body, saved_closing
+  return first
+end
 
 local function end_run(r, status)
   r.settled = true
@@ -676,10 +704,7 @@ local function end_run(r, status)
   -- A run that ends takes the runs it started with it (an agent's session).
   local kids = core.query("SELECT id FROM runs WHERE parent_id=? AND status='running'", r.id)
   for _, k in ipairs(kids or {}) do M.cancel(k.id) end
-  for _, th in ipairs(r.threads) do
-    if not th.dead and co_status(th.co) == "suspended" then co_close(th.co) end
-    th.dead = true
-  end
+  close_threads(r, "the run has ended") -- branches still parked (a lost race)
   if runs[r.id] then
     runs[r.id] = nil
     nruns = nruns - 1
@@ -768,7 +793,9 @@ apply_cancel = function(r)
     if r.settled then return end
     r.cancel_reason = ("the run was cancelled; cleanup did not finish within the %d s grace period"):format(
       M.CANCEL_GRACE // 1000)
-    finish_run(r, false, errors.Cancelled(r.cancel_reason))
+    -- What cleanup is still pending runs now, without steps (see close_threads).
+    local cerr = close_threads(r, "the cancel grace period is over")
+    finish_run(r, false, cerr ~= nil and cerr or errors.Cancelled(r.cancel_reason)) -- cerr: the cleanupError
   end)
 end
 
@@ -1007,6 +1034,9 @@ function M.step_info() return step_info end
 
 --- Yield an op to the engine (raises when not in a workflow body).
 function M.op(kind, name, spec)
+  if closing then
+    error(errors.new("CleanupTooLate", ("%s: cleanup can no longer wait (%s)"):format(closing, tostring(kind))))
+  end
   return co_yield(OP, kind, name, spec)
 end
 
@@ -1014,6 +1044,9 @@ end
 -- step's function and arguments are never needed, so nothing is packed.
 local REPLAYED = {}
 function M.step(name, fn, policy, ...)
+  if closing then
+    error(errors.new("CleanupTooLate", ("%s: cleanup can no longer run step '%s'"):format(closing, name)))
+  end
   local r = current_run
   local rec = r.recorded[r.nops + 1]
   if rec and rec.done then return co_yield(OP, "step", name, REPLAYED) end
