@@ -12,7 +12,8 @@ typedef struct moor_store {
   sqlite3_stmt *append;  /* INSERT INTO events */
   sqlite3_stmt *begin;
   sqlite3_stmt *commit;
-  sqlite3_stmt *events;  /* SELECT ... FROM events WHERE run_id=? */
+  sqlite3_stmt *events;  /* SELECT ... FROM event_log WHERE run_id=? */
+  sqlite3_stmt *blob;    /* INSERT INTO blobs: a large event payload */
   char err[512];
 } moor_store;
 
@@ -20,6 +21,9 @@ int moor_store_open(moor_store *s, const char *path, int durability);
 void moor_store_close(moor_store *s);
 int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
 int moor_store_commit(moor_store *s);  /* no-op when none is open */
+/* A payload over MOOR_BLOB_MIN bytes goes to the blobs table; the view
+ * event_log reads every payload back, wherever it is kept. */
+#define MOOR_BLOB_MIN ((size_t)64 * 1024)
 int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,
                       const char *kind, const char *name, const char *payload,
                       size_t payload_len, long long time_ms);

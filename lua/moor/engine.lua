@@ -20,7 +20,26 @@ local mark_waiting -- forward
 
 local OP = setmetatable({}, { __name = "moor.op", __tostring = function() return "moor.op" end })
 M.OP = OP
-M.MAX_RESULT = 64 * 1024
+-- Seed 001's cap on what a harness agent's tool returns (those tools are not
+-- built yet); nothing else is held to it.
+M.HARNESS_TOOL_MAX_RESULT = 64 * 1024
+
+-- The largest step result, model answer, tool result or progress snapshot, as
+-- JSON: 16 MiB, or $MOOR_MAX_RESULT (bytes, or with a KiB / MiB suffix).
+local function max_result(env)
+  if env == nil or env == "" then return 16 * 1024 * 1024 end
+  local n, unit = env:match("^%s*(%d+)%s*(%a*)%s*$")
+  local scale = ({ [""] = 1, b = 1, k = 1024, kib = 1024, m = 1024 * 1024, mib = 1024 * 1024 })[
+    unit and unit:lower() or ""]
+  n = n and math.tointeger(tonumber(n))
+  if not n or not scale or n * scale < 1024 then
+    error(("MOOR_MAX_RESULT must be a size of at least 1024 bytes, as 16777216 or 16MiB, not '%s'"):format(env), 0)
+  end
+  return n * scale
+end
+M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT"))
+local TOO_LARGE = "; return a summary, or write the data to a file and return its path "
+  .. "(or raise the limit with $MOOR_MAX_RESULT)"
 M.tools = {}          -- name -> loaded tool definition
 M.agent = nil         -- the agent definition from agent/agent.lua, when present
 
@@ -264,12 +283,6 @@ M.io_inflight = 0
 
 local step_done
 
--- A step's or a branch's function runs under pcall inside its own coroutine,
--- so an error unwinds there: to-be-closed variables close during the
--- unwinding, where their __close may still yield (run steps, do I/O).
--- (coroutine.close, from outside, cannot let them yield.)
-local function protected(fn, ...) return pcall(fn, ...) end
-
 -- Run a step's coroutine until it returns, raises, or parks on I/O.
 local function step_run(r, n, name, spec, attempt, co, info, ...)
   step_info = info
@@ -319,7 +332,7 @@ step_done = function(r, n, name, spec, attempt, ok, v)
     local text, err, kind = encode(v, M.MAX_RESULT, "result")
     if text then return complete(r, n, "step.result", name, text) end
     v = errors.FatalError(("step '%s' returned a value that cannot be recorded: %s%s"):format(name, err,
-      kind == "size" and "; return a summary, or write the data to a file and return its path" or ""))
+      kind == "size" and TOO_LARGE or ""))
   end
   local e = errors.normalize(v)
   if e.code ~= "FatalError" and attempt <= spec.policy.retries then
@@ -338,7 +351,8 @@ exec_step = function(r, n, name, spec, attempt)
   if r.settled or not r.waiters[n] then return end
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
                  signal = r.ctx and r.ctx.abortSignal }
-  step_run(r, n, name, spec, attempt, co_create(protected), info, spec.fn, unpack(spec.args, 1, spec.args.n))
+  -- A step, as a branch (new_thread), runs under pcall in its coroutine.
+  step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
 end
 
 --- Inside a step: park the step on I/O. start(resume) begins it; the step
@@ -660,8 +674,21 @@ local function resume_thread(th)
   end
 end
 
-local function new_thread(r, fn)
-  local th = { run = r, co = co_create(function() return pcall(fn) end) } -- see protected
+-- A body or a branch runs under pcall inside its own coroutine, so an error
+-- (or the Cancelled raised at a parked op) unwinds there: to-be-closed
+-- variables close during the unwinding, where their __close may still yield
+-- (run steps). coroutine.close, from outside, cannot let them yield.
+-- The coroutine is started at once up to a first yield that holds fn and its
+-- arguments; its first real resume calls fn (a tail call: no frame is left).
+local function start(fn, a, b)
+  co_yield()
+  return fn(a, b)
+end
+
+local function new_thread(r, fn, a, b)
+  local co = co_create(pcall)
+  co_resume(co, start, fn, a, b)
+  local th = { run = r, co = co }
   r.threads[#r.threads + 1] = th
   return th
 end
@@ -748,7 +775,7 @@ finish_run = function(r, ok, v)
       return end_run(r, "completed")
     end
     if kind == "size" then
-      err = err .. "; return a summary, or write the data to a file in a step and return its path"
+      err = err .. TOO_LARGE
     end
     v = errors.new(kind == "size" and "ResultTooLarge" or "InvalidResult", err)
   end
@@ -833,8 +860,7 @@ local function start_main(r, input)
   }
   if M.extend_ctx then M.extend_ctx(ctx, r) end
   r.ctx = ctx
-  local body = tool.body
-  r.main = new_thread(r, function() return body(input, ctx) end)
+  r.main = new_thread(r, tool.body, input, ctx)
   runs[r.id] = r
   nruns = nruns + 1
   ready(r.main, nil)
@@ -853,7 +879,7 @@ OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "
 
 --- Events of a run as a list of { seq, op, kind, name, payload, time } tables.
 function M.events(id)
-  return core.query("SELECT seq, op, kind, name, payload, time FROM events WHERE run_id=? ORDER BY seq", id)
+  return core.query("SELECT seq, op, kind, name, payload, time FROM event_log WHERE run_id=? ORDER BY seq", id)
 end
 
 local function load_run(row)
