@@ -167,4 +167,23 @@ describe("to-be-closed cleanup", function()
     assert.are.equal(1, closed)
     assert.are.equal("plain tool broke", seen)
   end)
+
+  it("lets a raising plain tool's __close park on I/O (as moor.fetch does)", function()
+    local core = require "moor.core"
+    local waited = false
+    local tool = moor.defineTool {
+      description = "raises, then cleans up over I/O", inputSchema = s.object {},
+      execute = function()
+        local _g <close> = guard(function() -- luacheck: ignore
+          engine.io(function(resume) core.after(5, resume) end) -- parks the step, as a fetch would
+          waited = true
+        end)
+        error("plain tool broke again", 0)
+      end,
+    }
+    local res, err = t.call(tool, {})
+    assert.is_nil(res)
+    assert.truthy(err.message:find("plain tool broke again", 1, true), err.message)
+    assert.is_true(waited)
+  end)
 end)
