@@ -72,6 +72,18 @@ static const char *const migrations[] = {
   "ALTER TABLE runs ADD COLUMN parent_id TEXT;"
   "ALTER TABLE runs ADD COLUMN parent_op INTEGER;"
   "CREATE INDEX runs_parent ON runs(parent_id);",
+
+  /* 4: large payloads (a model answer, a screenshot) live in a rowid table,
+   * whose overflow pages suit them, so the log's rows stay small; the event
+   * row holds '' in their place. Older files have no such rows. */
+  "CREATE TABLE blobs ("
+  "  run_id TEXT NOT NULL,"
+  "  seq INTEGER NOT NULL,"
+  "  payload TEXT NOT NULL,"
+  "  PRIMARY KEY (run_id, seq));"
+  "CREATE VIEW event_log AS SELECT run_id, seq, op, kind, name,"
+  "  CASE WHEN payload <> '' THEN payload ELSE coalesce((SELECT b.payload FROM blobs b"
+  "    WHERE b.run_id = events.run_id AND b.seq = events.seq), '') END AS payload, time FROM events;",
 };
 
 static int fail(moor_store *s, int code, const char *what) {
@@ -223,8 +235,9 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
                     "INSERT INTO events(run_id,seq,op,kind,name,payload,time) VALUES(?,?,?,?,?,?,?)")) ||
       (rc = prepare(s, &s->begin, "BEGIN IMMEDIATE")) ||
       (rc = prepare(s, &s->commit, "COMMIT")) ||
+      (rc = prepare(s, &s->blob, "INSERT INTO blobs(run_id,seq,payload) VALUES(?,?,?)")) ||
       (rc = prepare(s, &s->events,
-                    "SELECT seq,op,kind,name,payload,time FROM events WHERE run_id=? ORDER BY seq")))
+                    "SELECT seq,op,kind,name,payload,time FROM event_log WHERE run_id=? ORDER BY seq")))
     return rc;
   return 0;
 }
@@ -236,6 +249,7 @@ void moor_store_close(moor_store *s) {
   sqlite3_finalize(s->begin);
   sqlite3_finalize(s->commit);
   sqlite3_finalize(s->events);
+  sqlite3_finalize(s->blob);
   sqlite3_close(s->db);
   s->db = NULL;
 }
@@ -275,13 +289,25 @@ int moor_store_append(moor_store *s, const char *run_id, long long seq, long lon
                       size_t payload_len, long long time_ms) {
   int rc = moor_store_begin(s);
   if (rc) return rc;
+  int big = payload_len > MOOR_BLOB_MIN;
+  if (big) {
+    sqlite3_stmt *b = s->blob;
+    sqlite3_bind_text(b, 1, run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(b, 2, seq);
+    sqlite3_bind_text(b, 3, payload, (int)payload_len, SQLITE_STATIC);
+    rc = sqlite3_step(b);
+    sqlite3_reset(b);
+    sqlite3_clear_bindings(b);
+    if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "append event payload");
+  }
   sqlite3_stmt *st = s->append;
   sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 2, seq);
   if (op > 0) sqlite3_bind_int64(st, 3, op); else sqlite3_bind_null(st, 3);
   sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC);
   if (name) sqlite3_bind_text(st, 5, name, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 5);
-  sqlite3_bind_text(st, 6, payload, (int)payload_len, SQLITE_STATIC);
+  if (big) sqlite3_bind_text(st, 6, "", 0, SQLITE_STATIC);
+  else sqlite3_bind_text(st, 6, payload, (int)payload_len, SQLITE_STATIC);
   sqlite3_bind_int64(st, 7, time_ms);
   rc = sqlite3_step(st);
   sqlite3_reset(st);

@@ -12,7 +12,8 @@ typedef struct moor_store {
   sqlite3_stmt *append;  /* INSERT INTO events */
   sqlite3_stmt *begin;
   sqlite3_stmt *commit;
-  sqlite3_stmt *events;  /* SELECT ... FROM events WHERE run_id=? */
+  sqlite3_stmt *events;  /* SELECT ... FROM event_log WHERE run_id=? */
+  sqlite3_stmt *blob;    /* INSERT INTO blobs: a large event payload */
   char err[512];
 } moor_store;
 
@@ -25,6 +26,9 @@ int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
  * cleared) and err says why: nothing of it was recorded. */
 int moor_store_commit(moor_store *s);
 void moor_store_rollback(moor_store *s); /* drop the open transaction, if any */
+/* A payload over MOOR_BLOB_MIN bytes goes to the blobs table; the view
+ * event_log reads every payload back, wherever it is kept. */
+#define MOOR_BLOB_MIN ((size_t)64 * 1024)
 int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,
                       const char *kind, const char *name, const char *payload,
                       size_t payload_len, long long time_ms);

@@ -20,7 +20,26 @@ local mark_waiting -- forward
 
 local OP = setmetatable({}, { __name = "moor.op", __tostring = function() return "moor.op" end })
 M.OP = OP
-M.MAX_RESULT = 64 * 1024
+-- Seed 001's cap on what a harness agent's tool returns (those tools are not
+-- built yet); nothing else is held to it.
+M.HARNESS_TOOL_MAX_RESULT = 64 * 1024
+
+-- The largest step result, model answer, tool result or progress snapshot, as
+-- JSON: 16 MiB, or $MOOR_MAX_RESULT (bytes, or with a KiB / MiB suffix).
+local function max_result(env)
+  if env == nil or env == "" then return 16 * 1024 * 1024 end
+  local n, unit = env:match("^%s*(%d+)%s*(%a*)%s*$")
+  local scale = ({ [""] = 1, b = 1, k = 1024, kib = 1024, m = 1024 * 1024, mib = 1024 * 1024 })[
+    unit and unit:lower() or ""]
+  n = n and math.tointeger(tonumber(n))
+  if not n or not scale or n * scale < 1024 then
+    error(("MOOR_MAX_RESULT must be a size of at least 1024 bytes, as 16777216 or 16MiB, not '%s'"):format(env), 0)
+  end
+  return n * scale
+end
+M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT"))
+local TOO_LARGE = "; return a summary, or write the data to a file and return its path "
+  .. "(or raise the limit with $MOOR_MAX_RESULT)"
 M.tools = {}          -- name -> loaded tool definition
 M.agent = nil         -- the agent definition from agent/agent.lua, when present
 
@@ -40,6 +59,7 @@ local heap, nheap = {}, 0     -- timers: binary heap by due time
 
 local current_run = nil       -- the run whose body is executing
 local in_body = false         -- true while a body (not a step) executes
+local closing = nil           -- why ops are refused: a run's parked threads are being closed
 local step_info = nil         -- the step executing now, for moor.stepInfo()
 
 ---------------------------------------------------------------------------
@@ -318,6 +338,7 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
     end
   end
   step_info = nil
+  if ok then ok, v = v, w else co_close(co) end -- (false: raised past the pcall)
   step_done(r, n, name, spec, attempt, ok, v)
 end
 
@@ -327,7 +348,7 @@ step_done = function(r, n, name, spec, attempt, ok, v)
     local text, err, kind = encode(v, M.MAX_RESULT, "result")
     if text then return complete(r, n, "step.result", name, text) end
     v = errors.FatalError(("step '%s' returned a value that cannot be recorded: %s%s"):format(name, err,
-      kind == "size" and "; return a summary, or write the data to a file and return its path" or ""))
+      kind == "size" and TOO_LARGE or ""))
   end
   local e = errors.normalize(v)
   if e.code ~= "FatalError" and e.code ~= "NotSupported" and attempt <= spec.policy.retries then
@@ -346,7 +367,8 @@ exec_step = function(r, n, name, spec, attempt)
   if r.settled or not r.waiters[n] then return end
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
                  signal = r.ctx and r.ctx.abortSignal }
-  step_run(r, n, name, spec, attempt, co_create(spec.fn), info, unpack(spec.args, 1, spec.args.n))
+  -- A step, as a branch (new_thread), runs under pcall in its coroutine.
+  step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
 end
 
 --- Inside a step: park the step on I/O. start(resume) begins it; the step
@@ -677,6 +699,7 @@ local function resume_thread(th)
     current_run, in_body = nil, false
     if co_status(co) == "dead" then
       th.dead = true
+      if ok then ok, a = a, b else co_close(co) end -- (false: raised past the pcall)
       return thread_done(th, ok, a)
     end
     if a == OP then
@@ -690,8 +713,21 @@ local function resume_thread(th)
   end
 end
 
-local function new_thread(r, fn)
-  local th = { run = r, co = co_create(fn) }
+-- A body or a branch runs under pcall inside its own coroutine, so an error
+-- (or the Cancelled raised at a parked op) unwinds there: to-be-closed
+-- variables close during the unwinding, where their __close may still yield
+-- (run steps). coroutine.close, from outside, cannot let them yield.
+-- The coroutine is started at once up to a first yield that holds fn and its
+-- arguments; its first real resume calls fn (a tail call: no frame is left).
+local function start(fn, a, b)
+  co_yield()
+  return fn(a, b)
+end
+
+local function new_thread(r, fn, a, b)
+  local co = co_create(pcall)
+  co_resume(co, start, fn, a, b)
+  local th = { run = r, co = co }
   r.threads[#r.threads + 1] = th
   return th
 end
@@ -700,6 +736,25 @@ end
 -- runs
 
 local notify_parent -- forward
+
+-- Close the run's parked threads with coroutine.close: their pending
+-- to-be-closed variables run now, once, outside the scheduler, so they cannot
+-- wait: a step or op there raises `why`. Returns the first error one raised.
+local function close_threads(r, why)
+  local first
+  local saved_run, saved_body, saved_closing = current_run, in_body, closing
+  current_run, in_body, closing = r, true, why
+  for _, th in ipairs(r.threads) do
+    if not th.dead and co_status(th.co) == "suspended" then
+      th.dead = true
+      local ok, err = co_close(th.co)
+      if not ok and first == nil then first = err end
+    end
+    th.dead = true
+  end
+  current_run, in_body, closing = saved_run, saved_body, saved_closing
+  return first
+end
 
 local function end_run(r, status)
   r.settled = true
@@ -715,10 +770,7 @@ local function end_run(r, status)
   -- A run that ends takes the runs it started with it (an agent's session).
   local kids = core.query("SELECT id FROM runs WHERE parent_id=? AND status='running'", r.id)
   for _, k in ipairs(kids or {}) do M.cancel(k.id) end
-  for _, th in ipairs(r.threads) do
-    if not th.dead and co_status(th.co) == "suspended" then co_close(th.co) end
-    th.dead = true
-  end
+  close_threads(r, "the run has ended") -- branches still parked (a lost race)
   if runs[r.id] then
     runs[r.id] = nil
     nruns = nruns - 1
@@ -763,7 +815,7 @@ finish_run = function(r, ok, v)
       return end_run(r, "completed")
     end
     if kind == "size" then
-      err = err .. "; return a summary, or write the data to a file in a step and return its path"
+      err = err .. TOO_LARGE
     end
     v = errors.new(kind == "size" and "ResultTooLarge" or "InvalidResult", err)
   end
@@ -811,7 +863,9 @@ apply_cancel = function(r)
     if r.settled then return end
     r.cancel_reason = ("the run was cancelled; cleanup did not finish within the %d s grace period"):format(
       M.CANCEL_GRACE // 1000)
-    finish_run(r, false, errors.Cancelled(r.cancel_reason))
+    -- What cleanup is still pending runs now, without steps (see close_threads).
+    local cerr = close_threads(r, "the cancel grace period is over")
+    finish_run(r, false, cerr ~= nil and cerr or errors.Cancelled(r.cancel_reason)) -- cerr: the cleanupError
   end)
 end
 
@@ -851,8 +905,7 @@ local function start_main(r, input)
   }
   if M.extend_ctx then M.extend_ctx(ctx, r) end
   r.ctx = ctx
-  local body = tool.body
-  r.main = new_thread(r, function() return body(input, ctx) end)
+  r.main = new_thread(r, tool.body, input, ctx)
   runs[r.id] = r
   nruns = nruns + 1
   ready(r.main, nil)
@@ -871,7 +924,7 @@ OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "
 
 --- Events of a run as a list of { seq, op, kind, name, payload, time } tables.
 function M.events(id)
-  return core.query("SELECT seq, op, kind, name, payload, time FROM events WHERE run_id=? ORDER BY seq", id)
+  return core.query("SELECT seq, op, kind, name, payload, time FROM event_log WHERE run_id=? ORDER BY seq", id)
 end
 
 local function load_run(row)
@@ -1134,6 +1187,9 @@ function M.step_info() return step_info end
 
 --- Yield an op to the engine (raises when not in a workflow body).
 function M.op(kind, name, spec)
+  if closing then
+    error(errors.new("CleanupTooLate", ("%s: cleanup can no longer wait (%s)"):format(closing, tostring(kind))))
+  end
   return co_yield(OP, kind, name, spec)
 end
 
@@ -1141,6 +1197,9 @@ end
 -- step's function and arguments are never needed, so nothing is packed.
 local REPLAYED = {}
 function M.step(name, fn, policy, ...)
+  if closing then
+    error(errors.new("CleanupTooLate", ("%s: cleanup can no longer run step '%s'"):format(closing, name)))
+  end
   local r = current_run
   local rec = r.recorded[r.nops + 1]
   if rec and rec.done then return co_yield(OP, "step", name, REPLAYED) end

@@ -172,8 +172,12 @@ describe("results", function()
     assert.truthy(err.message:find("result.items[2].cb", 1, true), err.message)
   end)
 
-  it("fails a run whose result is over 64 KiB with advice", function()
+  it("fails a run whose result is over the limit (engine.MAX_RESULT) with advice", function()
+    local engine = require "moor.engine"
+    local saved = engine.MAX_RESULT
+    engine.MAX_RESULT = 64 * 1024
     local res, err = t.call(workflow(function() return string.rep("x", 70000) end), {})
+    engine.MAX_RESULT = saved
     assert.is_nil(res)
     assert.are.equal("ResultTooLarge", err.code)
     assert.truthy(err.message:find("return a summary", 1, true), err.message)
