@@ -44,7 +44,7 @@
 #define MOOR_REGEX_DEPTH_LIMIT 100000 /* nested backtracking points, interpreter only */
 #endif
 #ifndef MOOR_REGEX_HEAP_LIMIT_KIB
-#define MOOR_REGEX_HEAP_LIMIT_KIB (16 * 1024) /* backtracking frames, interpreter only */
+#define MOOR_REGEX_HEAP_LIMIT_KIB (4 * 1024) /* backtracking frames, interpreter only (when no JIT) */
 #endif
 #ifndef MOOR_REGEX_JIT_STACK_MAX
 #define MOOR_REGEX_JIT_STACK_MAX (8 * 1024 * 1024) /* JIT matches' stack, bytes */
