@@ -2,6 +2,7 @@
  * (scheduling, replay, retries) is Lua in lua/moor/engine.lua; this file
  * gives it the store, the clock, the loop's timer and a few OS helpers. */
 #include "host.h"
+#include "regex.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -421,6 +422,7 @@ MOOR_API int luaopen_moor_core(lua_State *L) {
     {"wait", l_wait},     {"getpid", l_getpid},   {"db_path", l_db_path},
     {"http_respond", l_http_respond}, {"http_stream_start", l_http_stream_start},
     {"http_write", l_http_write}, {"http_end", l_http_end}, {"after", l_after},
+    {"regex_compile", moor__regex_compile},
     {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_pushliteral(L, MOOR_VERSION);

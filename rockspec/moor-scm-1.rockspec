@@ -20,18 +20,20 @@ external_dependencies = {
   CURL = { header = "curl/curl.h", library = "curl" },
   HTTP_PARSER = { header = "http_parser.h", library = "http_parser" },
   CRYPTO = { header = "openssl/evp.h", library = "crypto" }, -- libssl-dev: SHA-256
+  PCRE2 = { header = "pcre2.h", library = "pcre2-8" }, -- libpcre2-dev: schema patterns
 }
 build = {
   type = "builtin",
   modules = {
     ["moor.core"] = {
       sources = { "host/moor.c", "host/core.c", "host/store.c", "host/lock.c", "host/json.c", "host/http.c",
-                  "host/fetch.c", "host/fetch_lua.c" },
+                  "host/fetch.c", "host/fetch_lua.c", "host/regex.c" },
       defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
       incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)",
-                  "$(CRYPTO_INCDIR)" },
-      libdirs = { "$(UV_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CURL_LIBDIR)", "$(HTTP_PARSER_LIBDIR)", "$(CRYPTO_LIBDIR)" },
-      libraries = { "uv", "sqlite3", "curl", "http_parser", "crypto" },
+                  "$(CRYPTO_INCDIR)", "$(PCRE2_INCDIR)" },
+      libdirs = { "$(UV_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CURL_LIBDIR)", "$(HTTP_PARSER_LIBDIR)", "$(CRYPTO_LIBDIR)",
+                  "$(PCRE2_LIBDIR)" },
+      libraries = { "uv", "sqlite3", "curl", "http_parser", "crypto", "pcre2-8" },
     },
     ["moor"] = "lua/moor/init.lua",
     ["moor.duration"] = "lua/moor/duration.lua",
@@ -41,7 +43,6 @@ build = {
     ["moor.http"] = "lua/moor/http.lua",
     ["moor.json"] = "lua/moor/json.lua",
     ["moor.loader"] = "lua/moor/loader.lua",
-    ["moor.regex"] = "lua/moor/regex.lua",
     ["moor.schema"] = "lua/moor/schema.lua",
     ["moor.session"] = "lua/moor/session.lua",
     ["moor.testing"] = "lua/moor/testing.lua",

@@ -5,7 +5,7 @@
 -- Schemas are plain tables; a schema is treated as immutable once it has been
 -- used for validation (per-schema lookups are cached in weak tables).
 
-local regex = require "moor.regex"
+local core = require "moor.core"
 
 local type, pairs, next, tostring, error, getmetatable, setmetatable =
   type, pairs, next, tostring, error, getmetatable, setmetatable
@@ -252,24 +252,43 @@ local function format_path(p, root)
 end
 
 ---------------------------------------------------------------------------
--- Regex cache: patterns come from schemas, so the set is small; the cap only
--- guards against a caller that generates schemas endlessly.
+-- Patterns: ECMA-262 regular expressions on PCRE2 (host/regex.c), compiled
+-- once per pattern string and cached. Patterns come from schemas, so the set is
+-- small; the cap only guards against a caller that generates schemas endlessly.
 ---------------------------------------------------------------------------
 
+local regex_compile = core.regex_compile
 local regex_cache, regex_count = {}, 0
 
-local function get_regex(pattern)
+-- compile_regex(pattern) -> compiled | nil, PCRE2's message
+local function compile_regex(pattern)
   local re = regex_cache[pattern]
   if re then return re end
   local err
-  re, err = regex.compile(pattern)
-  if not re then
-    error(fmt("moor.schema: invalid pattern /%s/: %s", pattern, err), 0)
-  end
+  re, err = regex_compile(pattern)
+  if not re then return nil, err end
   if regex_count >= 1000 then regex_cache, regex_count = {}, 0 end
   regex_cache[pattern] = re
   regex_count = regex_count + 1
   return re
+end
+
+local function get_regex(pattern)
+  local re, err = compile_regex(pattern)
+  if not re then
+    error(fmt("moor.schema: invalid pattern /%s/: %s", pattern, err), 0)
+  end
+  return re
+end
+
+-- A match that hit PCRE2's limits (host/regex.c) refuses the whole value, even
+-- inside anyOf/oneOf where a failed branch could otherwise let it through:
+-- validation fails closed. walk() records the pattern here; validate() reads it.
+local costly_pattern
+
+local function costly_message(pat)
+  return "is too costly to check against the pattern /" .. pat ..
+    "/ (it hit the match limit), so it was refused; send a shorter or simpler value"
 end
 
 ---------------------------------------------------------------------------
@@ -472,10 +491,11 @@ function walk(s, v, quiet)
     end
     local pat = s.pattern
     if pat then
-      local r = regex.test(get_regex(pat), v)
+      local r = get_regex(pat):test(v)
       if not r then
+        if r == nil then costly_pattern = costly_pattern or pat end
         if quiet then return true end
-        if r == nil then return "pattern too expensive: /" .. pat .. "/", {} end
+        if r == nil then return costly_message(pat), {} end
         return "must be a string matching /" .. pat .. "/", {}
       end
     end
@@ -556,8 +576,16 @@ function M.validate(s, value, root)
   if s ~= true and s ~= false and type(s) ~= "table" then
     error("schema.validate: schema must be a table or boolean, got " .. type(s), 2)
   end
+  costly_pattern = nil
   local w, p = walk(s, value, false)
-  if not w then return true end
+  if not w then
+    local pat = costly_pattern
+    if not pat then return true end
+    costly_pattern = nil
+    local path = format_path({}, root or "input")
+    return nil, path .. ": " .. costly_message(pat), path
+  end
+  costly_pattern = nil
   local path = format_path(p, root or "input")
   return nil, path .. ": " .. w, path
 end
@@ -764,7 +792,7 @@ function check_node(s, depth)
     if type(s.pattern) ~= "string" then
       return "must be a string, got " .. display(s.pattern), { "pattern" }
     end
-    local re, err = regex.compile(s.pattern)
+    local re, err = compile_regex(s.pattern)
     if not re then
       return fmt("invalid regular expression /%s/: %s", s.pattern, err), { "pattern" }
     end

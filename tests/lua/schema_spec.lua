@@ -1,8 +1,8 @@
--- Specs for moor.schema (builders, validation, check) and moor.regex.
--- Runs with plain busted (no moor.json: fallbacks) and inside the host.
+-- Specs for moor.schema (builders, validation, check) and its patterns
+-- (core.regex_compile, host/regex.c). Runs inside the host (`moor test`).
 
 local S = require "moor.schema"
-local regex = require "moor.regex"
+local core = require "moor.core"
 
 local has_json, json = pcall(require, "moor.json")
 if not has_json then json = nil end
@@ -164,7 +164,7 @@ describe("moor.schema builders", function()
     end)
 
     it("bad pattern", function()
-      assert.equal("schema.string: pattern: invalid regular expression /(a/: missing ) to close group",
+      assert.equal("schema.string: pattern: invalid regular expression /(a/: missing closing parenthesis at offset 2",
         build_error(S.string, { pattern = "(a" }))
     end)
 
@@ -368,12 +368,37 @@ describe("moor.schema.validate", function()
       assert.equal("input: must be a string matching /o+/", msg(S.string { pattern = "o+" }, "bar"))
     end)
 
-    it("a catastrophic pattern hits the step budget", function()
+    it("a catastrophic pattern hits the match limit and refuses the value", function()
       local s = S.string { pattern = "^(a+)+$" }
-      local t0 = os.clock()
-      assert.equal("input: pattern too expensive: /^(a+)+$/", msg(s, string.rep("a", 40) .. "!"))
-      assert.is_true(os.clock() - t0 < 2)
+      local costly = "is too costly to check against the pattern /^(a+)+$/ (it hit the match limit), " ..
+        "so it was refused; send a shorter or simpler value"
+      assert.equal("input: " .. costly, msg(s, string.rep("a", 40) .. "!"))
       assert.is_true(S.validate(s, string.rep("a", 40)))
+      -- 1 MiB against the patterns of issue 8 (tests/bench measures the time)
+      local mib = string.rep("a", 1024 * 1024) .. "!"
+      assert.equal("input: " .. costly, msg(s, mib))
+      assert.equal("slug: is too costly to check against the pattern /^([a-z0-9]+-?)*$/ " ..
+        "(it hit the match limit), so it was refused; send a shorter or simpler value",
+        msg(S.object { slug = S.string { pattern = "^([a-z0-9]+-?)*$" } }, { slug = mib }))
+    end)
+
+    it("a limit hit inside anyOf/oneOf still refuses the value (fails closed)", function()
+      local bomb = string.rep("a", 40) .. "!"
+      local any = { anyOf = { { type = "string", pattern = "^(a+)+$" }, { type = "string", minLength = 1 } } }
+      assert.equal("input: is too costly to check against the pattern /^(a+)+$/ (it hit the match limit), " ..
+        "so it was refused; send a shorter or simpler value", msg(any, bomb))
+      local one = { oneOf = { { type = "string", pattern = "^(a+)+$" }, { type = "string", minLength = 1 } } }
+      assert.is_nil(S.validate(one, bomb))
+      assert.is_true(S.validate(one, "b"))
+    end)
+
+    it("lookahead and backreferences", function()
+      local pw = S.string { pattern = "^(?=.*[0-9])(?=.*[a-z])\\S{8,}$" }
+      assert.is_true(S.validate(pw, "hunter2x"))
+      assert.equal("input: must be a string matching /^(?=.*[0-9])(?=.*[a-z])\\S{8,}$/", msg(pw, "hunterxy"))
+      local twice = S.string { pattern = "^(\\w+)-\\1$" }
+      assert.is_true(S.validate(twice, "ab-ab"))
+      assert.is_nil(S.validate(twice, "ab-cd"))
     end)
 
     it("string keywords ignore other types when untyped", function()
@@ -592,12 +617,10 @@ describe("moor.schema.check", function()
     assert.equal("exclusiveMinimum: no number is > 5 and <= 5", check_msg({ exclusiveMinimum = 5, maximum = 5 }))
     assert.equal("exclusiveMinimum: must be a number (the draft-04 boolean form is not supported)",
       check_msg({ minimum = 1, exclusiveMinimum = true }))
-    assert.equal("pattern: invalid regular expression /[a-/: missing ] to close character class",
+    assert.equal("pattern: invalid regular expression /[a-/: missing terminating ] for character class at offset 3",
       check_msg({ pattern = "[a-" }))
-    assert.equal("pattern: invalid regular expression /(a)\\1/: backreferences are not supported",
-      check_msg({ pattern = "(a)\\1" }))
-    assert.equal("pattern: invalid regular expression /(?=a)/: lookahead is not supported",
-      check_msg({ pattern = "(?=a)" }))
+    assert.is_nil(check_msg({ pattern = "(a)\\1" }))
+    assert.is_nil(check_msg({ pattern = "(?=a)" }))
     assert.equal("pattern: must be a string, got 1", check_msg({ pattern = 1 }))
     assert.equal("properties: must be a table of schemas keyed by property name",
       check_msg({ properties = { { type = "string" } } }))
@@ -652,14 +675,14 @@ describe("moor.schema.check", function()
   end)
 end)
 
-describe("moor.regex", function()
+describe("core.regex_compile (schema patterns on PCRE2)", function()
   local function test(p, s)
-    local re = assert(regex.compile(p))
-    return regex.test(re, s)
+    local re = assert(core.regex_compile(p))
+    return re:test(s)
   end
 
   local function compile_error(p)
-    local re, err = regex.compile(p)
+    local re, err = core.regex_compile(p)
     assert.is_nil(re)
     return err
   end
@@ -753,10 +776,10 @@ describe("moor.regex", function()
   end)
 
   it("reports match positions", function()
-    local re = assert(regex.compile("b+"))
-    assert.are.same({ 2, 3 }, { regex.exec(re, "abbc") })
-    assert.are.same({ 2, 2 }, { regex.exec(assert(regex.compile("b+?")), "abbc") })
-    assert.is_false(regex.exec(re, "ac"))
+    local re = assert(core.regex_compile("b+"))
+    assert.are.same({ 2, 3 }, { re:exec("abbc") })
+    assert.are.same({ 2, 2 }, { assert(core.regex_compile("b+?")):exec("abbc") })
+    assert.is_false(re:exec("ac"))
   end)
 
   it("empty loops terminate", function()
@@ -766,14 +789,77 @@ describe("moor.regex", function()
     assert.is_true(test("^(?:)*x$", "x"))
   end)
 
-  it("catastrophic backtracking hits the budget", function()
-    local re = assert(regex.compile("^(a+)+$"))
-    local ok, err = regex.test(re, string.rep("a", 30) .. "b")
+  it("catastrophic backtracking hits the match limit", function()
+    local re = assert(core.regex_compile("^(a+)+$"))
+    local ok, err = re:test(string.rep("a", 30) .. "b")
     assert.is_nil(ok)
-    assert.equal("too expensive", err)
-    ok, err = regex.test(assert(regex.compile("(x+x+)+y")), string.rep("x", 40))
+    assert.equal("too costly to check", err)
+    ok, err = assert(core.regex_compile("(x+x+)+y")):test(string.rep("x", 40) .. "zy")
     assert.is_nil(ok)
-    assert.equal("too expensive", err)
+    assert.equal("too costly to check", err)
+  end)
+
+  -- The hostile cases of issue 8: a 1 MiB subject that almost matches. Each
+  -- call must end (matched, not matched, or the limit), never run for seconds;
+  -- tests/bench measures how long the worst of them takes.
+  it("1 MiB hostile subjects end at the limit", function()
+    local mib = 1024 * 1024
+    local cases = {
+      { "^(a+)+$", string.rep("a", mib) .. "!" },
+      { "^([a-z0-9]+-?)*$", string.rep("a", mib) .. "!" },
+      { "^([a-z0-9]+-?)*$", string.rep("ab-", mib // 3) .. "!" },
+      { "^(\\w+\\s?)*$", string.rep("word ", mib // 5) .. "!" },
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = assert(core.regex_compile(c[1])):test(c[2])
+      assert.is_nil(ok, c[1])
+      assert.equal("too costly to check", err)
+    end
+    -- the same patterns on matching subjects of that size still answer
+    assert.is_true(test("^(a+)+$", string.rep("a", mib)))
+    assert.is_true(test("^[a-z0-9-]*$", string.rep("ab-", mib // 3)))
+  end)
+
+  it("lookahead and lookbehind", function()
+    assert.is_true(test("^(?=.*\\d)(?=.*[a-z]).{8,}$", "passw0rd"))
+    assert.is_false(test("^(?=.*\\d)(?=.*[a-z]).{8,}$", "password"))
+    assert.is_true(test("^foo(?!bar)", "foobaz"))
+    assert.is_false(test("^foo(?!bar)", "foobar"))
+    assert.is_true(test("(?<=\\$)\\d+", "cost: $42"))
+    assert.is_false(test("(?<=\\$)\\d+", "cost: 42"))
+    assert.is_true(test("(?<!-)\\b\\d+$", "x 42"))
+    assert.is_false(test("^(?<!a)b", "ab"))
+  end)
+
+  it("backreferences", function()
+    assert.is_true(test("^(a+)b\\1$", "aabaa"))
+    assert.is_false(test("^(a+)b\\1$", "aaba"))
+    assert.is_true(test("^(?<q>['\"]).*\\k<q>$", "'hi'"))
+    assert.is_false(test("^(?<q>['\"]).*\\k<q>$", "'hi\""))
+    assert.is_true(test("\\b(\\w+) \\1\\b", "it is is here"))
+    -- as in JavaScript, a group that did not take part matches empty
+    assert.is_true(test("^(?:(a)|b)\\1$", "b"))
+    assert.is_true(test("^\\1(a)$", "a"))
+  end)
+
+  it("ECMA-262 details PCRE2 differs on", function()
+    assert.is_false(test("^.$", "\r"))          -- . excludes \n \r U+2028 U+2029
+    assert.is_false(test("^.$", "\u{2028}"))
+    assert.is_true(test("^.$", "\v"))
+    assert.is_true(test("^\\s$", "\u{a0}"))    -- \s is Unicode white space and U+FEFF
+    assert.is_true(test("^\\s$", "\u{feff}"))
+    assert.is_false(test("^\\S$", "\u{3000}"))
+    assert.is_true(test("^[\\s]$", "\u{2003}"))
+    assert.is_true(test("^[^\\S]$", " "))
+    assert.is_true(test("^\\v$", "\v"))       -- \v is the vertical tab, not a class
+    assert.is_false(test("^\\v$", "\n"))
+    assert.is_false(test("^\\d$", "\u{663}"))  -- \d \w are ASCII
+    assert.is_false(test("^\\w$", "é"))
+    assert.is_false(test("^a$", "a\n"))         -- $ only at the very end
+    assert.is_true(test("^\\u{1F600}$", "😀"))
+    assert.is_true(test("^[[:a]+$", "[:a"))     -- [ in a class is a literal, not POSIX
+    assert.is_false(test("^a", "a\255") == nil)  -- invalid UTF-8 in a subject is no error
+    assert.is_false(test("^.$", "\255"))
   end)
 
   it("long subjects do not overflow", function()
@@ -781,24 +867,17 @@ describe("moor.regex", function()
     assert.is_true(test("^(?:ab|cd)*$", string.rep("ab", 50000)))
   end)
 
-  it("rejects unsupported or malformed syntax", function()
-    assert.equal("backreferences are not supported", compile_error("(a)\\1"))
-    assert.equal("named backreferences are not supported", compile_error("\\k<x>"))
-    assert.equal("lookahead is not supported", compile_error("a(?!b)"))
-    assert.equal("lookbehind is not supported", compile_error("(?<=a)b"))
-    assert.equal("unicode property escapes are not supported", compile_error("\\p{L}"))
-    assert.equal("unsupported group syntax (?i", compile_error("(?i)a"))
-    assert.equal("missing ) to close group", compile_error("(a"))
-    assert.equal("unmatched )", compile_error("a)"))
-    assert.equal("missing ] to close character class", compile_error("[ab"))
-    assert.equal("nothing to repeat before *", compile_error("*a"))
-    assert.equal("nothing to repeat before *", compile_error("a**"))
-    assert.equal("nothing to repeat (quantifier after an assertion)", compile_error("^*"))
-    assert.equal("range out of order in character class: z-a", compile_error("[z-a]"))
-    assert.equal("numbers out of order in {3,2}", compile_error("a{3,2}"))
-    assert.equal("\\ at end of pattern", compile_error("a\\"))
-    assert.equal("unknown escape \\q", compile_error("\\q"))
-    assert.equal("pattern too large (quantifier counts too big)", compile_error("(a{1000}){1000}"))
-    assert.equal("pattern is not valid UTF-8", compile_error("a\255"))
+  it("refuses malformed syntax with PCRE2's message and offset", function()
+    assert.equal("missing closing parenthesis at offset 2", compile_error("(a"))
+    assert.equal("missing terminating ] for character class at offset 4", compile_error("x[ab"))
+    assert.equal("quantifier does not follow a repeatable item at offset 0", compile_error("*a"))
+    assert.equal("range out of order in character class at offset 3", compile_error("[z-a]"))
+    assert.equal("numbers out of order in {} quantifier at offset 5", compile_error("a{3,2}"))
+    assert.equal("\\ at end of pattern at offset 2", compile_error("a\\"))
+    assert.equal("unrecognized character follows \\ at offset 1", compile_error("\\q"))
+    assert.equal("reference to non-existent subpattern at offset 4", compile_error("(a)\\2"))
+    assert.truthy(compile_error("a\255"):find("^UTF%-8 error"))
+    -- offsets count bytes of the pattern as written, before any rewriting
+    assert.equal("missing closing parenthesis at offset 6", compile_error("\\s.\\v("))
   end)
 end)

@@ -27,4 +27,8 @@ assert(table.concat(kinds, ",") ==
   "run.started,step.result,timer.scheduled,timer.fired,step.result,run.completed", table.concat(kinds, ","))
 local _, err = moor.call("twice", { n = "x" })
 assert(err and err:find("n: must be an integer", 1, true), "refusal: " .. tostring(err))
+-- schema patterns are PCRE2 in moor.core (host/regex.c): a backreference and the match limit
+assert(s.validate(s.string { pattern = "^(\\w+)-\\1$" }, "ab-ab"))
+local _, costly = s.validate(s.string { pattern = "^(a+)+$" }, string.rep("a", 4096) .. "!")
+assert(costly and costly:find("too costly to check", 1, true), "pattern limit: " .. tostring(costly))
 print("ok: moor as a Lua module ran " .. id)
