@@ -28,3 +28,14 @@ assert(table.concat(kinds, ",") ==
 local _, err = moor.call("twice", { n = "x" })
 assert(err and err:find("n: must be an integer", 1, true), "refusal: " .. tostring(err))
 print("ok: moor as a Lua module ran " .. id)
+
+-- moor's built-in tools (tools/) are found from the module's Lua files too,
+-- and run on a stock Lua: the built-in sleep, as every agent gets it.
+local builtins = assert(require("moor.loader").builtins())
+assert(builtins.tools.ask_question and builtins.factories.subagent, "built-in tools")
+moor.register("sleep", builtins.tools.sleep.tool)
+local sid = assert(moor.call("sleep", { seconds = 0.02 }))
+moor.run()
+local sstatus, sresult = moor.status(sid)
+assert(sstatus == "completed" and sresult == '{"waitedSeconds":0.02}', "sleep: " .. tostring(sresult))
+print("ok: the built-in sleep ran " .. sid)
