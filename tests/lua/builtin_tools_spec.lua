@@ -92,6 +92,18 @@ describe("the built-in sleep tool", function()
     assert.are.equal("running", engine.run_status(sid))
   end)
 
+  it("keeps waiting on its one timer after a restart, and a steer then interrupts it", function()
+    loader.register_builtins(engine)
+    local id = t.start("sleep", { seconds = 3600 })
+    assert.are.equal("running", t.drive(id))
+    assert.is_nil((t.restart(id)))        -- replayed: still waiting on its one timer
+    assert.are.equal("running", engine.run_status(id))
+    assert.are.equal(1, #kinds(t.events(id), "timer.scheduled"))
+    assert.is_true(engine.steer(id))
+    t.drive(id)
+    assert.are.same({ interrupted = true }, (t.outcome(id)))
+  end)
+
   it("returns { waitedSeconds } when its time is up", function()
     local agent = moor.defineAgent {
       instructions = "x",
