@@ -45,11 +45,17 @@ build = {
     ["moor.loader"] = "lua/moor/loader.lua",
     ["moor.schema"] = "lua/moor/schema.lua",
     ["moor.session"] = "lua/moor/session.lua",
+    ["moor.signal"] = "lua/moor/signal.lua",
     ["moor.testing"] = "lua/moor/testing.lua",
     ["moor.testrunner"] = "lua/moor/testrunner.lua",
     ["moor.providers"] = "lua/moor/providers/init.lua",
     ["moor.providers.openai"] = "lua/moor/providers/openai.lua",
     ["moor.providers.anthropic"] = "lua/moor/providers/anthropic.lua",
     ["moor.providers.scripted"] = "lua/moor/providers/scripted.lua",
+    -- moor's built-in tools (tools/), installed as moor/tools/ beside
+    -- moor/loader.lua, which loads them for every agent.
+    ["moor.tools.ask_question"] = "tools/ask_question.lua",
+    ["moor.tools.sleep"] = "tools/sleep.lua",
+    ["moor.tools.subagent"] = "tools/subagent.lua",
   },
 }

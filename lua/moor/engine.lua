@@ -12,6 +12,7 @@ local core = require "moor.core"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local schema = require "moor.schema"
+local signals = require "moor.signal"
 
 local M = {}
 
@@ -430,6 +431,8 @@ function M.abort(signal, reason)
   local listeners = signal._listeners
   signal._listeners = nil
   for _, fn in ipairs(listeners or {}) do fn(reason) end
+  -- A signal is a future too (moor.signal): its waiters wake with the reason.
+  if signal.done == false then M.settle_future(signal, true, reason) end
 end
 
 local B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -578,6 +581,7 @@ local function settle_future(f, ok, v)
     end
   end
 end
+M.settle_future = settle_future
 
 -- Handle one op from thread th. Returns true, ok, v1, v2 when the thread
 -- continues at once; false when it parks.
@@ -899,7 +903,7 @@ local function start_main(r, input)
   local tool = r.tool
   local ctx = {
     callId = r.call_id, toolName = r.tool_name, runId = r.id,
-    abortSignal = { aborted = false, kind = "signal" },
+    abortSignal = signals.new(),
     -- The session whose tool call this run serves: { id, turnId }; {} outside one.
     session = { id = r.session and r.session.id, turnId = r.session and r.session.turnId },
   }
@@ -1771,5 +1775,6 @@ function M.run_status(id)
 end
 
 require("moor.fence").install(M)
+signals.install(M)
 
 return M

@@ -14,6 +14,7 @@ local errors = require "moor.errors"
 local duration = require "moor.duration"
 local schema = require "moor.schema"
 local json = require "moor.json"
+local abort_signals = require "moor.signal"
 
 local M = {
   schema = schema,
@@ -126,6 +127,16 @@ function M.defineWorkflowTool(def)
 end
 
 function M.isTool(t) return definitions[t] == true end
+
+local DISABLED = setmetatable({ kind = "disabled" }, { __name = "moor.disabledTool" })
+
+--- `return moor.disableTool()` as the whole of agent/tools/<name>.lua hides
+-- the built-in tool (tools/<name>.lua: ask_question, sleep) or the subagent
+-- of that name from the agent's model. A hidden subagent stays callable
+-- through ctx.agent.
+function M.disableTool() return DISABLED end
+
+function M.isDisabledTool(v) return v == DISABLED end
 
 --- Seed names moor does not have yet: they raise NotSupported (not retried).
 M.workflow = not_supported("moor.workflow (the runtime-generated workflow tool)")
@@ -309,7 +320,8 @@ local function check_futures(list, what)
   if type(list) ~= "table" or #list == 0 then error(what .. " takes a non-empty list of futures", 3) end
   for i, f in ipairs(list) do
     if type(f) ~= "table" or f.done == nil then
-      error(("%s: item %d is not a future (make one with moor.async or moor.timer)"):format(what, i), 3)
+      error(("%s: item %d is not a future (make one with moor.async or moor.timer, or pass a signal)"):format(
+        what, i), 3)
     end
   end
 end
@@ -319,6 +331,9 @@ local function wait(mode, futures)
   if not ok then error(v, 0) end
   return v, idx
 end
+
+-- A signal (ctx.abortSignal, moor.AbortController().signal) is a future too:
+-- it settles with its reason when it aborts (lua/moor/signal.lua).
 
 --- Wait for every future; returns their values as an array (raises the first error).
 function M.all(futures)
@@ -400,13 +415,14 @@ local function check_request(req)
            requiresPerson = req.requiresPerson or nil }
 end
 
-local function is_signal(s) return type(s) == "table" and s.kind == "signal" end
+local is_signal = abort_signals.is
 
 --- moor.AbortController(): { signal, abort(reason) }, as the web's. Pass
--- the signal to ctx.ask to withdraw the question when it aborts. Both
--- ac.abort(reason) and ac:abort(reason) keep the reason (signal.reason).
+-- the signal to ctx.ask to withdraw the question when it aborts; wait for it
+-- with signal:wait(), moor.race or moor.all; signal:addEventListener("abort",
+-- fn). Both ac.abort(reason) and ac:abort(reason) keep the reason (signal.reason).
 function M.AbortController()
-  local signal = { aborted = false, kind = "signal" }
+  local signal = abort_signals.new()
   local ac = { signal = signal }
   ac.abort = function(a, b)
     if a == ac then a = b end

@@ -1,6 +1,11 @@
 --- Loads an agent project: every tools/*.lua, and agent.lua when present,
 -- with lib/ on the module path. Every broken file is reported at once, each
 -- with its file and line; nothing runs when any file is broken.
+--
+-- moor's built-in tools (the top-level tools/ folder: ask_question, sleep)
+-- are loaded for every agent, unless the agent has a tool of the same name
+-- (its own wins) or agent/tools/<name>.lua returns moor.disableTool().
+-- tools/subagent.lua makes the tool of each subagent the model can call.
 local core = require "moor.core"
 
 local M = {}
@@ -47,6 +52,15 @@ local function describe(path, err, src)
   return path .. ": " .. s
 end
 
+local function sorted_lua_files(dir)
+  local files = {}
+  for _, file in ipairs(core.listdir(dir) or {}) do
+    if file:sub(-4) == ".lua" then files[#files + 1] = file end
+  end
+  table.sort(files)
+  return files
+end
+
 local function load_file(path)
   local src, rerr = read_file(path)
   if not src then return nil, path .. ": cannot read: " .. tostring(rerr) end
@@ -59,32 +73,124 @@ end
 
 -- Load every tools/*.lua of dir; names get prefix (a subagent's own tools are
 -- registered as "<subagent>.<tool>", which no file name can clash with).
+-- Returns the names it loaded (model-facing -> registered) and the names its
+-- files disable (moor.disableTool(): name -> path).
 local function load_tools(tools_dir, prefix, errs, loaded)
   local moor = require "moor"
-  local names = {}
-  for _, file in ipairs(core.listdir(tools_dir) or {}) do
-    if file:sub(-4) == ".lua" then
-      local name = file:sub(1, -5)
-      local path = tools_dir .. "/" .. file
-      local nerr = check_name(name)
-      if nerr then
-        errs[#errs + 1] = path .. ":1: " .. nerr
+  local names, disabled = {}, {}
+  for _, file in ipairs(sorted_lua_files(tools_dir)) do
+    local name = file:sub(1, -5)
+    local path = tools_dir .. "/" .. file
+    local nerr = check_name(name)
+    if nerr then
+      errs[#errs + 1] = path .. ":1: " .. nerr
+    else
+      local v, err, src = load_file(path)
+      if err then
+        errs[#errs + 1] = err
+      elseif moor.isDisabledTool(v) then
+        disabled[name] = path
+      elseif not moor.isTool(v) then
+        errs[#errs + 1] = ("%s:1: the file must return a tool: end it with "
+          .. "`return moor.defineTool{ ... }` or `return moor.defineWorkflowTool{ ... }`, "
+          .. "or `return moor.disableTool()` to hide the built-in tool or subagent of its name (got %s)"):format(
+          path, type(v))
       else
-        local v, err, src = load_file(path)
-        if err then
-          errs[#errs + 1] = err
-        elseif not moor.isTool(v) then
-          errs[#errs + 1] = ("%s:1: the file must return a tool: end it with "
-            .. "`return moor.defineTool{ ... }` or `return moor.defineWorkflowTool{ ... }` (got %s)"):format(
-            path, type(v))
-        else
-          loaded[#loaded + 1] = { name = prefix .. name, tool = v, hash = core.hash(src), path = path }
-          names[name] = prefix .. name
-        end
+        loaded[#loaded + 1] = { name = prefix .. name, tool = v, hash = core.hash(src), path = path }
+        names[name] = prefix .. name
       end
     end
   end
-  return names
+  return names, disabled
+end
+
+-- moor's own tools/ folder: installed as moor/tools/ next to this file (the
+-- rockspec's layout), or beside the lua/ directory this file was loaded
+-- from (the source tree: the compiled-in MOOR_LUA_DIR, $MOOR_LUA_DIR, or a
+-- package.path pointing at lua/).
+local function builtin_dir()
+  local src = debug.getinfo(1, "S").source
+  local here = src:sub(1, 1) == "@" and src:sub(2):match("^(.*)/[^/]*$") or "."
+  local tried = {}
+  for _, d in ipairs { here .. "/tools", here .. "/../../tools" } do
+    if core.listdir(d) then return d end
+    tried[#tried + 1] = d
+  end
+  return nil, ("moor's built-in tools are missing: no tools/ folder at %s (install moor with its tools/ "
+    .. "folder beside lua/, or moor/tools/ beside moor/loader.lua)"):format(table.concat(tried, " or "))
+end
+M.builtin_dir = builtin_dir
+
+--- moor's built-in tools: { tools = { name -> { tool, hash, path } },
+-- factories = { name -> { make, hash, path } } } (a file that returns a
+-- function is a factory, as subagent.lua), or nil, message.
+function M.builtins()
+  local moor = require "moor"
+  local dir, derr = builtin_dir()
+  if not dir then return nil, derr end
+  local out, errs = { tools = {}, factories = {} }, {}
+  for _, file in ipairs(sorted_lua_files(dir)) do
+    local name, path = file:sub(1, -5), dir .. "/" .. file
+    local v, err, src = load_file(path)
+    if err then
+      errs[#errs + 1] = err
+    elseif type(v) == "function" then
+      out.factories[name] = { make = v, hash = core.hash(src), path = path }
+    elseif moor.isTool(v) then
+      out.tools[name] = { tool = v, hash = core.hash(src), path = path }
+    else
+      errs[#errs + 1] = path .. ":1: a built-in tool file must return a tool or a function that makes one"
+    end
+  end
+  if #errs > 0 then return nil, table.concat(errs, "\n  ") end
+  return out
+end
+
+--- The tool that exposes subagent `name` (its agent definition `sub`) to
+-- the root model, made by tools/subagent.lua and bound to the name.
+function M.subagent_tool(name, sub, builtins)
+  local moor = require "moor"
+  local b = builtins
+  if not b then b = assert(M.builtins()) end
+  local f = assert(b.factories.subagent, "moor's tools/subagent.lua is missing")
+  -- The hash names the subagent (not the file), as before tools/ existed, so
+  -- older runs replay without a source-change note.
+  return moor._bind(f.make(name, sub), name, core.hash("moor.subagent/" .. name))
+end
+
+--- Register the built-in tools an engine has no tool of that name for (an
+-- agent defined in a spec, as moor.testing.converse holds, sees them too).
+function M.register_builtins(engine)
+  local moor = require "moor"
+  local b, err = M.builtins()
+  if not b then error(err, 2) end
+  for name, x in pairs(b.tools) do
+    if not engine.tools[name] then
+      x.tool.file = x.path
+      engine.register(name, moor._bind(x.tool, name, x.hash))
+    end
+  end
+end
+
+-- Add the built-ins to a toolset (model-facing -> registered names), but
+-- not over the agent's own tools nor those its files disable.
+local function add_builtins(set, disabled, builtins)
+  for name, b in pairs(builtins.tools) do
+    if set[name] == nil and not disabled[name] then set[name] = b.registered end
+  end
+end
+
+-- A disableTool file must name something to hide.
+local function check_disabled(disabled, builtins, subagents, errs)
+  for name, path in pairs(disabled) do
+    if not builtins.tools[name] and not (subagents and subagents[name]) then
+      local list = {}
+      for n in pairs(builtins.tools) do list[#list + 1] = n end
+      table.sort(list)
+      errs[#errs + 1] = ("%s:1: moor.disableTool() hides a built-in tool or a subagent, and none is named '%s' "
+        .. "(the built-in tools: %s)"):format(path, name, table.concat(list, ", "))
+    end
+  end
 end
 
 local function load_agent_file(path, errs)
@@ -113,8 +219,12 @@ function M.load(dir, engine)
   local has = {}
   for _, e in ipairs(entries) do has[e] = true end
 
+  local builtins, berr = M.builtins()
+  if not builtins then return nil, berr end
+
   local loaded = {}
-  local root_tools = has["tools"] and load_tools(dir .. "/tools", "", errs, loaded) or {}
+  local root_tools, root_off = {}, {}
+  if has["tools"] then root_tools, root_off = load_tools(dir .. "/tools", "", errs, loaded) end
 
   local agent
   if has["agent.lua"] then agent = load_agent_file(dir .. "/agent.lua", errs) end
@@ -140,7 +250,12 @@ function M.load(dir, engine)
         local sub = load_agent_file(sdir .. "/agent.lua", errs)
         if sub then
           local own = core.listdir(sdir .. "/tools")
-          sub.toolset = own and load_tools(sdir .. "/tools", name .. ".", errs, loaded) or nil
+          if own then
+            local off
+            sub.toolset, off = load_tools(sdir .. "/tools", name .. ".", errs, loaded)
+            check_disabled(off, builtins, nil, errs)
+            sub.disabled = off
+          end
           subagents[name] = sub
         end
       end
@@ -149,11 +264,21 @@ function M.load(dir, engine)
   if next(subagents) and not agent then
     errs[#errs + 1] = dir .. "/agent.lua:1: missing: subagents need a root agent.lua"
   end
+  check_disabled(root_off, builtins, subagents, errs)
 
   if #errs > 0 then
     table.sort(errs)
     return nil, ("%d broken file%s in %s; nothing was run:\n  %s"):format(#errs, #errs == 1 and "" or "s",
       dir, table.concat(errs, "\n  "))
+  end
+  -- The built-ins first, so that nothing of the agent's is replaced; one the
+  -- root agent takes the name of (its own tool, a subagent) is registered
+  -- as moor.<name> for the subagents that still see it.
+  for name, b in pairs(builtins.tools) do
+    local taken = root_tools[name] or (subagents[name] and subagents[name].tool ~= false and not root_off[name])
+    b.registered = taken and ("moor." .. name) or name
+    b.tool.file = b.path
+    engine.register(b.registered, moor._bind(b.tool, b.registered, b.hash))
   end
   for _, l in ipairs(loaded) do
     l.tool.file = l.path
@@ -166,13 +291,15 @@ function M.load(dir, engine)
     agent.toolset = root_tools
     for name, sub in pairs(subagents) do
       sub.name = name
+      if sub.toolset then add_builtins(sub.toolset, sub.disabled, builtins) end
       sub.toolset = sub.toolset or root_tools
-      if sub.tool ~= false then
-        local t = session.subagent_tool(name, sub)
-        engine.register(name, t)
+      sub.disabled = nil
+      if sub.tool ~= false and not root_off[name] then
+        engine.register(name, M.subagent_tool(name, sub, builtins))
         root_tools[name] = name
       end
     end
+    add_builtins(root_tools, root_off, builtins)
     engine.agents = subagents
     engine.register(session.TOOL, session.tool())
   end

@@ -10,6 +10,8 @@ local core = require "moor.core"
 local json = require "moor.json"
 local schema = require "moor.schema"
 local errors = require "moor.errors"
+local signals = require "moor.signal"
+local loader = require "moor.loader"
 
 local M = {}
 
@@ -169,21 +171,15 @@ local function run_call(call, session_id, state, turn_id)
     local execute = tool.invoke or tool[tool.entry]
     -- The plain tool's ctx, as under moor call; its signal aborts with the
     -- session's (a cancel).
-    local signal = { aborted = false, kind = "signal" }
-    local function follow(reason) engine.abort(signal, reason) end
+    local signal = signals.new()
     local outer = state.signal
-    if outer.aborted then follow(outer.reason)
-    else
-      outer._listeners = outer._listeners or {}
-      outer._listeners[#outer._listeners + 1] = follow
-    end
+    local function follow() engine.abort(signal, outer.reason) end
+    if outer.aborted then follow() else outer:addEventListener("abort", follow) end
     local ctx = moor._plain_ctx { callId = call.id, toolName = call.name, abortSignal = signal,
       session = { id = session_id, turnId = turn_id } }
     local step = moor.step("tool:" .. call.name, function(input) return execute(input, ctx) end, { retries = 0 })
     local sok, v = pcall(step, call.input)
-    for i, fn in ipairs(outer._listeners or {}) do
-      if fn == follow then table.remove(outer._listeners, i) break end
-    end
+    outer:removeEventListener("abort", follow)
     if not sok then
       if errors.is(v, "Cancelled") then error(v, 0) end
       msg.content, msg.isError = error_text(v), true
@@ -503,37 +499,23 @@ function M.agent_handle(name, ctx)
     deliver_step(inbox, { message = message, turnPolicy = "join", replyTo = reply.token,
       outputSchema = opts.outputSchema })
     local signal = opts.signal
-    if type(signal) == "table" and signal.kind == "signal" then
+    if signals.is(signal) then
       -- Aborting the signal cancels the turn the message started or joined;
       -- the response still resolves (as a cancelled turn: "waiting").
       local function cancel_turn()
         if engine.in_body() then deliver_step(inbox, { cancelTurn = true })
         else engine.deliver(inbox, { cancelTurn = true }) end
       end
-      if signal.aborted then cancel_turn()
-      else
-        signal._listeners = signal._listeners or {}
-        signal._listeners[#signal._listeners + 1] = cancel_turn
-      end
+      if signal.aborted then cancel_turn() else signal:addEventListener("abort", cancel_turn) end
     end
     return setmetatable({ hook = reply, sessionId = self.sessionId }, Response)
   end
   return handle
 end
 
---- The tool that exposes a subagent to the root model (unless tool = false).
-function M.subagent_tool(name, sub)
-  local tool = moor.defineWorkflowTool {
-    description = sub.description or ("Delegate a task to the %s agent."):format(name),
-    inputSchema = schema.object { message = schema.string { minLength = 1, description = "what to ask the agent" } },
-    execute = function(input, ctx)
-      local r = ctx.agent(name):send(input.message):result()
-      if r.status == "failed" then error(moor.FatalError(r.error and r.error.message or "the agent failed")) end
-      return r.message or r.data
-    end,
-  }
-  return moor._bind(tool, name, core.hash("moor.subagent/" .. name))
-end
+--- The tool that exposes a subagent to the root model (unless tool = false):
+-- written on the public API in tools/subagent.lua; the loader binds it.
+M.subagent_tool = loader.subagent_tool
 
 --- ctx.agents: the callable agents by name, hidden ones included:
 -- { agent = { name, description, hidden }, researcher = {...}, ... }.

@@ -9,6 +9,7 @@
 local engine = require "moor.engine"
 local core = require "moor.core"
 local json = require "moor.json"
+local loader = require "moor.loader"
 
 local M = {}
 
@@ -131,6 +132,7 @@ function M.converse(agent, messages, opts)
   local saved = engine.agent
   engine.agent = agent
   if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
+  loader.register_builtins(engine) -- the built-in tools (tools/), as for every agent
   local id = opts and opts.sessionId or assert(session.create())
   for _, m in ipairs(type(messages) == "table" and messages or { messages }) do
     local ok, _, _, err = session.send(id, type(m) == "table" and m or { message = m })

@@ -32,3 +32,14 @@ assert(s.validate(s.string { pattern = "^(\\w+)-\\1$" }, "ab-ab"))
 local _, costly = s.validate(s.string { pattern = "^(a+)+$" }, string.rep("a", 4096) .. "!")
 assert(costly and costly:find("too costly to check", 1, true), "pattern limit: " .. tostring(costly))
 print("ok: moor as a Lua module ran " .. id)
+
+-- moor's built-in tools (tools/) are found from the module's Lua files too,
+-- and run on a stock Lua: the built-in sleep, as every agent gets it.
+local builtins = assert(require("moor.loader").builtins())
+assert(builtins.tools.ask_question and builtins.factories.subagent, "built-in tools")
+moor.register("sleep", builtins.tools.sleep.tool)
+local sid = assert(moor.call("sleep", { seconds = 0.02 }))
+moor.run()
+local sstatus, sresult = moor.status(sid)
+assert(sstatus == "completed" and sresult == '{"waitedSeconds":0.02}', "sleep: " .. tostring(sresult))
+print("ok: the built-in sleep ran " .. sid)
