@@ -27,10 +27,6 @@
 
 #define MAXDEPTH MOOR_JSON_MAXDEPTH
 #define SCRATCH_MT "moor.json.scratch"
-/* Buffers bigger than this are given back after a call, so one huge value
- * does not pin its memory for the life of the Lua state. */
-#define KEEP_BYTES ((size_t)256 * 1024)
-#define KEEP_KEYS ((size_t)4096)
 
 #define IS_DIGIT(c) ((unsigned)((unsigned char)(c) - '0') < 10u)
 
@@ -157,8 +153,8 @@ static jscratch *scratch_acquire(lua_State *L) {
 
 static void scratch_release(lua_State *L, jscratch *sc) {
   sc->busy = 0;
-  if (sc->temp || sc->cap > KEEP_BYTES) scratch_free_buf(L, sc);
-  if (sc->temp || sc->kcap > KEEP_KEYS) scratch_free_keys(L, sc);
+  if (sc->temp || sc->cap > MOOR_JSON_KEEP_BYTES) scratch_free_buf(L, sc);
+  if (sc->temp || sc->kcap > MOOR_JSON_KEEP_KEYS) scratch_free_keys(L, sc);
 }
 
 /* ---------------------------------------------------------------- encoder */
@@ -997,7 +993,7 @@ static int dec_number(jdec *d) {
 static int dec_value(jdec *d);
 
 static int dec_open(jdec *d) {
-  if (d->depth >= MAXDEPTH) return dec_fail(d, d->p, "nested deeper than 200 levels");
+  if (d->depth >= MAXDEPTH) return dec_fail(d, d->p, "nested deeper than " MOOR__STR(MOOR_JSON_MAXDEPTH) " levels");
   if (!lua_checkstack(d->L, 4)) return dec_nomem(d);
   d->depth++;
   d->p++;

@@ -191,7 +191,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
     s->db = NULL;
     return rc;
   }
-  sqlite3_busy_timeout(s->db, 5000);
+  sqlite3_busy_timeout(s->db, MOOR_STORE_BUSY_MS);
   if (read_only) {
     int version = read_version(s);
     int target = (int)(sizeof migrations / sizeof migrations[0]);
@@ -313,20 +313,5 @@ int moor_store_append(moor_store *s, const char *run_id, long long seq, long lon
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "append event");
-  return 0;
-}
-
-int moor_store_exec(moor_store *s, const char *sql, int nparams, const char *const *params) {
-  int rc = moor_store_begin(s);
-  if (rc) return rc;
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return fail(s, MOOR_EIO, "prepare");
-  for (int i = 0; i < nparams; i++) {
-    if (params[i]) sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_STATIC);
-    else sqlite3_bind_null(st, i + 1);
-  }
-  rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "write");
   return 0;
 }
