@@ -22,6 +22,11 @@ const char *moor_strerror(int code) {
 
 const char *moor_errmsg(const moor *m) { return m ? m->err : "out of memory"; }
 
+int moor__set_err(moor *m, int code, const char *fmt, const char *a) {
+  snprintf(m->err, sizeof m->err, fmt, a ? a : "");
+  return code;
+}
+
 /* Engine error codes (as lua/moor/ writes them) and what the C API answers. */
 static const struct {
   const char *code;

@@ -2,8 +2,10 @@
  * (moor__ names, as libuv's uv__; never exported). Dependencies run one way:
  *
  *   module.c (luaopen_moor_core, module mode)
- *     -> moor.c, serve.c, waiting.c (the public API of moor.h), error.c
- *       -> core*.c (the moor.core bindings the Lua engine runs on)
+ *     -> serve.c, waiting.c -> moor.c (the public API of moor.h)
+ *       -> error.c (moor_strerror, m->err, engine codes -> MOOR_E*)
+ *       -> core.c (the moor.core table) -> core_store.c, core_clock.c,
+ *          core_http.c, core_os.c (the bindings) -> core_engine.c
  *         -> store.c, http.c, fetch.c, fetch_lua.c, json.c, lock.c
  *
  * The bindings never call the API; the API never calls the module entry. */
@@ -58,13 +60,13 @@ int moor__engine_init(moor *m, const moor_config *cfg);
 int moor__engine_tick(moor *m, long long *next_due_ms);
 /* Call engine[fn] with nargs pushed; leaves nres results, or MOOR_ELUA. */
 int moor__call_engine(moor *m, const char *fn, int nargs, int nres);
-/* m->err = fmt with a (NULL reads as ""); returns code. */
-int moor__set_err(moor *m, int code, const char *fmt, const char *a);
 /* The database path: db, else $MOOR_DB, else MOOR_DEFAULT_DB. */
 const char *moor__db_path(const char *db);
 
 /* --- error.c: the one error vocabulary at the C boundary ------------------- */
 
+/* m->err = fmt with a (NULL reads as ""); returns code. */
+int moor__set_err(moor *m, int code, const char *fmt, const char *a);
 /* The MOOR_E* code for an engine error code ("not_found", ...), else dflt. */
 int moor__error_code(const char *code, int dflt);
 /* Read the engine error whose first value is at stack index idx (the value
@@ -75,21 +77,22 @@ int moor__lua_error(moor *m, int idx, int dflt);
 
 /* --- core.c and core_*.c: the moor.core bindings --------------------------- */
 
-/* The engine that owns L (the registry entry moor__core_bind made), or NULL. */
+/* core_engine.c: the engine that owns L (the registry entry moor__core_bind made), or NULL. */
 moor *moor__from_lua(lua_State *L);
 /* The same, raising when L has no engine (for bindings). */
 moor *moor__self(lua_State *L);
 /* Make m reachable from moor.core on L. */
 void moor__core_bind(lua_State *L, moor *m);
-/* Push the moor.core table (the bindings of an engine already bound to L). */
+/* core.c: push the moor.core table (the bindings of an engine already bound to L). */
 int moor__core_open(lua_State *L);
 /* package.preload the C modules the engine requires beside moor.core
  * (moor.json.core, moor.fetch.core). */
 void moor__core_preload(lua_State *L);
-/* Before the Lua state goes: drop pending core.after timers uncalled. */
+/* core_clock.c: before the Lua state goes, drop pending core.after timers uncalled. */
 void moor__timers_close(moor *m);
 
 /* Each binding file's functions, assembled into moor.core by core.c. */
+extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */
 extern const luaL_Reg moor__core_store_fns[]; /* core_store.c: query, exec, append, commit, events */
 extern const luaL_Reg moor__core_clock_fns[]; /* core_clock.c: now, mono, wait, after */
 extern const luaL_Reg moor__core_http_fns[];  /* core_http.c: http_respond, http_stream_start, ... */

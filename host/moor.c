@@ -17,11 +17,6 @@
 int luaopen_cjson(lua_State *L);
 #endif
 
-int moor__set_err(moor *m, int code, const char *fmt, const char *a) {
-  snprintf(m->err, sizeof m->err, fmt, a ? a : "");
-  return code;
-}
-
 const char *moor__db_path(const char *db) {
   if (!db || !*db) db = getenv("MOOR_DB");
   if (!db || !*db) db = MOOR_DEFAULT_DB;
