@@ -96,6 +96,12 @@
 #ifndef MOOR_STORE_BUSY_MS
 #define MOOR_STORE_BUSY_MS 5000         /* SQLite's busy timeout (another connection writing) */
 #endif
+#ifndef MOOR_STORE_WAL_WAIT_MS
+#define MOOR_STORE_WAL_WAIT_MS 5000     /* how long opening retries switching a file to WAL while another opens it */
+#endif
+#ifndef MOOR_STORE_SCHEMA_WAIT_MS
+#define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
+#endif
 
 /* --- the HTTP client (host/fetch.c, host/fetch_lua.c) ---------------------- */
 

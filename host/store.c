@@ -195,9 +195,9 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
   if (read_only) {
     int version = read_version(s);
     int target = (int)(sizeof migrations / sizeof migrations[0]);
-    /* A writer may be creating or migrating it this very moment: give it a
-     * second to commit its schema. */
-    for (int i = 0; i < 50 && version >= 0 && version < target; i++) {
+    /* A writer may be creating or migrating it this very moment: give it
+     * MOOR_STORE_SCHEMA_WAIT_MS to commit its schema. */
+    for (int i = 0; i < MOOR_STORE_SCHEMA_WAIT_MS / 20 && version >= 0 && version < target; i++) {
       sqlite3_sleep(20);
       version = read_version(s);
     }
@@ -221,7 +221,8 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
   /* Switching a new file to WAL needs it to itself, and SQLite does not wait
    * for that with the busy handler: retry while another process opens it. */
   int rc = SQLITE_BUSY;
-  for (int i = 0; !read_only && i < 250 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED); i++) {
+  for (int i = 0; !read_only && i < MOOR_STORE_WAL_WAIT_MS / 20 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+       i++) {
     rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) sqlite3_sleep(20);
   }
