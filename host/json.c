@@ -1001,42 +1001,46 @@ static int dec_open(jdec *d) {
   return 0;
 }
 
+/* At the container's closing byte: step over it and leave the container (1). */
+static int dec_close(jdec *d, char close) {
+  if (d->p == d->end || *d->p != close) return 0;
+  d->p++;
+  d->depth--;
+  return 1;
+}
+
+/* After a member: 1 for ',' (another follows), 0 at the closing byte (the
+ * container is done), -1 for anything else (expected says what). */
+static int dec_next(jdec *d, char close, const char *expected) {
+  skip_ws(d);
+  if (d->p < d->end && *d->p == ',') {
+    d->p++;
+    return 1;
+  }
+  if (dec_close(d, close)) return 0;
+  return dec_fail(d, d->p, expected);
+}
+
 static int dec_array(jdec *d) {
   lua_State *L = d->L;
   if (dec_open(d)) return -1;
   lua_pushvalue(L, d->mt);
   lua_setmetatable(L, -2);
   skip_ws(d);
-  if (d->p < d->end && *d->p == ']') {
-    d->p++;
-    d->depth--;
-    return 0;
-  }
+  if (dec_close(d, ']')) return 0;
   for (lua_Integer i = 1;; i++) {
     if (dec_value(d)) return -1;
     lua_rawseti(L, -2, i);
-    skip_ws(d);
-    if (d->p < d->end && *d->p == ',') {
-      d->p++;
-      continue;
-    }
-    if (d->p < d->end && *d->p == ']') break;
-    return dec_fail(d, d->p, "expected ',' or ']'");
+    int more = dec_next(d, ']', "expected ',' or ']'");
+    if (more <= 0) return more;
   }
-  d->p++;
-  d->depth--;
-  return 0;
 }
 
 static int dec_object(jdec *d) {
   lua_State *L = d->L;
   if (dec_open(d)) return -1;
   skip_ws(d);
-  if (d->p < d->end && *d->p == '}') {
-    d->p++;
-    d->depth--;
-    return 0;
-  }
+  if (dec_close(d, '}')) return 0;
   for (int first = 1;; first = 0) {
     skip_ws(d);
     if (d->p == d->end || *d->p != '"')
@@ -1047,17 +1051,9 @@ static int dec_object(jdec *d) {
     d->p++;
     if (dec_value(d)) return -1;
     lua_rawset(L, -3); /* duplicate keys: the last one wins */
-    skip_ws(d);
-    if (d->p < d->end && *d->p == ',') {
-      d->p++;
-      continue;
-    }
-    if (d->p < d->end && *d->p == '}') break;
-    return dec_fail(d, d->p, "expected ',' or '}'");
+    int more = dec_next(d, '}', "expected ',' or '}'");
+    if (more <= 0) return more;
   }
-  d->p++;
-  d->depth--;
-  return 0;
 }
 
 static int dec_literal(jdec *d, const char *word, size_t n) {
