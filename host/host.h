@@ -1,14 +1,18 @@
 /* Internal: the engine struct and the functions the host's files share
  * (moor__ names, as libuv's uv__; never exported). Dependencies run one way:
  *
- *   module.c (luaopen_moor_core, module mode)
- *     -> serve.c, waiting.c -> moor.c (the public API of moor.h)
- *       -> error.c (moor_strerror, m->err, engine codes -> MOOR_E*)
- *       -> core.c (the moor.core table) -> core_store.c, core_clock.c,
- *          core_http.c, core_os.c (the bindings) -> core_engine.c
- *         -> store.c, http.c, fetch.c, fetch_lua.c, json.c, lock.c
+ *   module.c (luaopen_moor_core, module mode)        -> moor.c, core.c
+ *   serve.c (moor_listen, moor_serve), waiting.c      -> moor.c, error.c
+ *   moor.c (the rest of moor.h)                        -> error.c, core*.c
+ *   core.c (the moor.core table)                       -> core_store.c, core_clock.c,
+ *                                                         core_http.c, core_os.c -> core_engine.c
+ *   all of them                                        -> store.c, http.c, fetch.c,
+ *                                                         fetch_lua.c, json.c, lock.c
  *
- * The bindings never call the API; the API never calls the module entry. */
+ * The bindings never call the API; the API never calls the module entry
+ * (ctest c_no_cycles checks the objects). The components at the bottom keep
+ * their moor_<component>_ names: each header (store.h, http.h, fetch.h,
+ * json.h, lock.h) is that component's interface, tested on its own. */
 #ifndef MOOR_HOST_H
 #define MOOR_HOST_H
 
