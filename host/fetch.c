@@ -29,14 +29,7 @@
 #include <strings.h>
 
 #include "moor.h"
-
-#define BODY_MAX ((size_t)32 * 1024 * 1024)
-#define HEAD_MAX ((size_t)1024 * 1024)
-#define BODY_FIRST ((size_t)16 * 1024)
-#define DEFAULT_TIMEOUT_MS 60000L
-#define DEFAULT_CONNECT_MS 10000L
-#define DEFAULT_REDIRECTS 5
-#define METHOD_MAX 32
+#include "moorconf.h"
 
 /* Why a callback of ours made curl stop a transfer (curl only sees a write error). */
 enum { FAIL_NONE, FAIL_BODY, FAIL_HEAD, FAIL_NOMEM, FAIL_REDIRECTS };
@@ -235,11 +228,11 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
   freq *r = ud;
   size_t len = size * n;
   r->in_body = 1;
-  if (len > BODY_MAX - r->body_len) {
+  if (len > MOOR_FETCH_BODY_MAX - r->body_len) {
     r->fail = FAIL_BODY;
     return 0; /* a short count makes curl stop with CURLE_WRITE_ERROR */
   }
-  if (grow(&r->body, &r->body_cap, r->body_len + len + 1, BODY_FIRST) != 0) {
+  if (grow(&r->body, &r->body_cap, r->body_len + len + 1, MOOR_FETCH_BODY_FIRST) != 0) {
     r->fail = FAIL_NOMEM;
     return 0;
   }
@@ -275,7 +268,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   while (v < end && is_space(p[v])) v++;
   while (end > v && is_space(p[end - 1])) end--;
   size_t vlen = end - v;
-  if (r->hbuf_len + nlen + vlen + 2 > HEAD_MAX) {
+  if (r->hbuf_len + nlen + vlen + 2 > MOOR_FETCH_HEAD_MAX) {
     r->fail = FAIL_HEAD;
     return 0;
   }
@@ -605,11 +598,11 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
     set_err(f, "body_len without a body");
     return MOOR_EINVAL;
   }
-  char method[METHOD_MAX + 1] = "GET";
+  char method[MOOR_FETCH_METHOD_MAX + 1] = "GET";
   if (req->method) {
     size_t n = strlen(req->method);
-    if (n == 0 || n > METHOD_MAX) {
-      set_err(f, "bad method: expected 1 to %d characters", METHOD_MAX);
+    if (n == 0 || n > MOOR_FETCH_METHOD_MAX) {
+      set_err(f, "bad method: expected 1 to %d characters", MOOR_FETCH_METHOD_MAX);
       return MOOR_EINVAL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -654,9 +647,9 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
   }
   /* what is sent after a cross-origin redirect: none of the author's headers */
   if (!(r->own = curl_slist_append(NULL, "Expect:"))) goto nomem;
-  r->follow = req->max_redirects < 0 ? 0 : req->max_redirects > 0 ? req->max_redirects : DEFAULT_REDIRECTS;
+  r->follow = req->max_redirects < 0 ? 0 : req->max_redirects > 0 ? req->max_redirects : MOOR_FETCH_REDIRECTS;
   r->redirects_left = r->follow;
-  r->deadline = uv_now(f->loop) + (uint64_t)(req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS);
+  r->deadline = uv_now(f->loop) + (uint64_t)(req->timeout_ms ? req->timeout_ms : MOOR_FETCH_TIMEOUT_MS);
   CURL *e = r->easy = curl_easy_init();
   if (!e) goto nomem;
   CURLcode cc = CURLE_OK;
@@ -672,9 +665,9 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
   SETOPT(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
   SETOPT(CURLOPT_FOLLOWLOCATION, 0L); /* follow() does it, dropping the author's headers off-origin */
-  SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS);
-  SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_MS);
-  SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)BODY_MAX); /* fail early on a Content-Length over the cap */
+  SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms ? req->timeout_ms : MOOR_FETCH_TIMEOUT_MS);
+  SETOPT(CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms ? req->connect_timeout_ms : MOOR_FETCH_CONNECT_MS);
+  SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MOOR_FETCH_BODY_MAX); /* fail early on a Content-Length over the cap */
   SETOPT(CURLOPT_ACCEPT_ENCODING, "");                       /* every encoding curl can decode */
   SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);                         /* model responses can stream for minutes */
   SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);

@@ -37,6 +37,7 @@
 
 #include "fetch.h"
 #include "moor.h"
+#include "moorconf.h"
 
 #define BINDING_MT "moor.fetch.binding"
 
@@ -261,8 +262,8 @@ static int l_start(lua_State *L) {
   if (lua_getfield(L, 1, "redirects") != LUA_TNIL) {
     int isint;
     lua_Integer n = lua_tointegerx(L, -1, &isint);
-    if (!isint || n < 0 || n > 100)
-      return luaL_error(L, "fetch.start: req.redirects must be an integer from 0 to 100");
+    if (!isint || n < 0 || n > MOOR_FETCH_REDIRECTS_MAX)
+      return luaL_error(L, "fetch.start: req.redirects must be an integer from 0 to %d", MOOR_FETCH_REDIRECTS_MAX);
     req.max_redirects = n == 0 ? -1 : (int)n;
   }
   req.headers = build_headers(L);

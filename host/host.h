@@ -1,14 +1,29 @@
-/* Internal: the engine struct shared by moor.c (public API) and core.c (the
- * Lua bindings the engine in lua/moor/ runs on). */
+/* Internal: the engine struct and the functions the host's files share
+ * (moor__ names, as libuv's uv__; never exported). Dependencies run one way:
+ *
+ *   module.c (luaopen_moor_core, module mode)        -> moor.c, core.c
+ *   serve.c (moor_listen, moor_serve), waiting.c      -> moor.c, error.c
+ *   moor.c (the rest of moor.h)                        -> error.c, core*.c
+ *   core.c (the moor.core table)                       -> core_store.c, core_clock.c,
+ *                                                         core_http.c, core_os.c -> core_engine.c
+ *   all of them                                        -> store.c, http.c, fetch.c,
+ *                                                         fetch_lua.c, json.c, lock.c
+ *
+ * The bindings never call the API; the API never calls the module entry
+ * (ctest c_no_cycles checks the objects). The components at the bottom keep
+ * their moor_<component>_ names: each header (store.h, http.h, fetch.h,
+ * json.h, lock.h) is that component's interface, tested on its own. */
 #ifndef MOOR_HOST_H
 #define MOOR_HOST_H
 
+#include <lauxlib.h>
 #include <lua.h>
 #include <uv.h>
 
 #include "fetch.h"
 #include "http.h"
 #include "moor.h"
+#include "moorconf.h"
 #include "store.h"
 
 struct moor {
@@ -34,18 +49,57 @@ struct moor {
   unsigned store_backoff_ms;
   uint64_t store_retry_at; /* uv_now() of the next retry */
   int owns_L;             /* 0 in module mode: the Lua state is the host program's */
-  struct after_timer *afters; /* core.after timers pending (core.c) */
+  struct moor__after *afters; /* core.after timers pending (core_clock.c) */
   char err[8192];
 };
 
-MOOR_API int luaopen_moor_core(lua_State *L);
-/* The engine that owns L (stored in the registry by moor_open). */
-moor *moor_from_lua(lua_State *L);
-void moor_core_bind(lua_State *L, moor *m);
-void moor_core_close_afters(moor *m);
-/* Module mode (require "moor.core" from a stock Lua): open an engine on L. */
-int moor_open_module(lua_State *L);
+/* --- moor.c: the engine's life and calls into the Lua engine --------------- */
+
+/* Open the loop, the HTTP client, the lock and the store (whoever owns the
+ * Lua state). On failure m->err says why; moor_close releases. */
+int moor__engine_init(moor *m, const moor_config *cfg);
+/* One scheduler round of the engine (engine.tick), without running the
+ * loop: *next_due_ms (may be NULL) as moor_tick's; MOOR_EIO when a commit
+ * failed (m->err says why); m->store_ok set from the round. */
+int moor__engine_tick(moor *m, long long *next_due_ms);
 /* Call engine[fn] with nargs pushed; leaves nres results, or MOOR_ELUA. */
-int moor_call_engine(moor *m, const char *fn, int nargs, int nres);
+int moor__call_engine(moor *m, const char *fn, int nargs, int nres);
+/* The database path: db, else $MOOR_DB, else MOOR_DEFAULT_DB. */
+const char *moor__db_path(const char *db);
+
+/* --- error.c: the one error vocabulary at the C boundary ------------------- */
+
+/* m->err = fmt with a (NULL reads as ""); returns code. */
+int moor__set_err(moor *m, int code, const char *fmt, const char *a);
+/* The MOOR_E* code for an engine error code ("not_found", ...), else dflt. */
+int moor__error_code(const char *code, int dflt);
+/* Read the engine error whose first value is at stack index idx (the value
+ * after the nil or false): { code, message }, or today's (status, code,
+ * message) and (message, code) forms, or a bare message. Sets m->err to the
+ * message and returns the code's MOOR_E*, or dflt when it has none. */
+int moor__lua_error(moor *m, int idx, int dflt);
+
+/* --- core.c and core_*.c: the moor.core bindings --------------------------- */
+
+/* core_engine.c: the engine that owns L (the registry entry moor__core_bind made), or NULL. */
+moor *moor__from_lua(lua_State *L);
+/* The same, raising when L has no engine (for bindings). */
+moor *moor__self(lua_State *L);
+/* Make m reachable from moor.core on L. */
+void moor__core_bind(lua_State *L, moor *m);
+/* core.c: push the moor.core table (the bindings of an engine already bound to L). */
+int moor__core_open(lua_State *L);
+/* package.preload the C modules the engine requires beside moor.core
+ * (moor.json.core, moor.fetch.core). */
+void moor__core_preload(lua_State *L);
+/* core_clock.c: before the Lua state goes, drop pending core.after timers uncalled. */
+void moor__timers_close(moor *m);
+
+/* Each binding file's functions, assembled into moor.core by core.c. */
+extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */
+extern const luaL_Reg moor__core_store_fns[]; /* core_store.c: query, exec, append, commit, events */
+extern const luaL_Reg moor__core_clock_fns[]; /* core_clock.c: now, mono, wait, after */
+extern const luaL_Reg moor__core_http_fns[];  /* core_http.c: http_respond, http_stream_start, ... */
+extern const luaL_Reg moor__core_os_fns[];    /* core_os.c: listdir, hash, sha256, random_bytes, getpid */
 
 #endif

@@ -34,23 +34,8 @@
 #include <strings.h>
 
 #include "moor.h"
+#include "moorconf.h"
 
-#define DEFAULT_HOST "127.0.0.1"
-#define DEFAULT_BODY_LIMIT ((size_t)1 << 20)
-#define DEFAULT_TIMEOUT_MS 10000u
-#define DEFAULT_IDLE_MS 60000u
-#define DEFAULT_FIRST_BYTE_MS 5000u        /* a new connection that sends nothing is dropped after this */
-#define DEFAULT_MAX_CONNS 1024u            /* open connections, all peers together */
-#define DEFAULT_MAX_PER_PEER 256u          /* open connections from one IP address */
-#define HEADER_MAX ((size_t)64 * 1024)      /* request line + headers */
-#define PENDING_MAX ((size_t)256 * 1024)    /* unparsed bytes held while a request waits */
-#define QUEUE_MAX ((size_t)8 * 1024 * 1024) /* unsent bytes before a slow reader is dropped */
-#define READ_SIZE ((size_t)64 * 1024)
-#define READ_MIN ((size_t)16 * 1024)        /* free space when reading into c->in */
-#define KEEP_BYTES ((size_t)64 * 1024)      /* a bigger body buffer is given back */
-#define LINGER_MS 2000u
-#define POOL_DATA ((size_t)4096)            /* payload of a pooled write block */
-#define POOL_MAX 128
 #define HEAD_FIXED 256                      /* status line, fixed headers, numbers */
 
 enum { C_IDLE, C_READING, C_WAITING, C_STREAMING, C_LINGER, C_CLOSED };
@@ -257,12 +242,12 @@ static int slot_take(moor_http *srv, conn *c) {
 
 static wreq *wreq_get(moor_http *srv, size_t len) {
   wreq *w;
-  if (len <= POOL_DATA && srv->pool) {
+  if (len <= MOOR_HTTP_POOL_DATA && srv->pool) {
     w = srv->pool;
     srv->pool = w->next;
     srv->npool--;
   } else {
-    size_t cap = len <= POOL_DATA ? POOL_DATA : len;
+    size_t cap = len <= MOOR_HTTP_POOL_DATA ? MOOR_HTTP_POOL_DATA : len;
     if (cap > SIZE_MAX - sizeof *w) return NULL;
     w = malloc(sizeof *w + cap);
     if (!w) return NULL;
@@ -273,7 +258,7 @@ static wreq *wreq_get(moor_http *srv, size_t len) {
 }
 
 static void wreq_put(moor_http *srv, wreq *w) {
-  if (w->cap == POOL_DATA && srv->npool < POOL_MAX && !srv->stopping) {
+  if (w->cap == MOOR_HTTP_POOL_DATA && srv->npool < MOOR_HTTP_POOL_MAX && !srv->stopping) {
     w->next = srv->pool;
     srv->pool = w;
     srv->npool++;
@@ -418,7 +403,7 @@ static int conn_write(conn *c, wreq *w) {
   uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
   w->c = c;
   /* The check is on what is already queued, so one big response still goes. */
-  if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > QUEUE_MAX ||
+  if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MOOR_HTTP_QUEUE_MAX ||
       uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
     wreq_put(c->srv, w);
     conn_close(c, 0);
@@ -535,7 +520,7 @@ static void on_shutdown(uv_shutdown_t *r, int status) {
     return;
   }
   /* Everything is sent; give the peer a moment to read it and hang up. */
-  uv_timer_start(&c->timer, on_timer, LINGER_MS, 0);
+  uv_timer_start(&c->timer, on_timer, MOOR_HTTP_LINGER_MS, 0);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -611,7 +596,7 @@ static int rb_nul(conn *c) {
 
 static int count_head(conn *c, size_t len) {
   c->hbytes += len;
-  if (c->hbytes > HEADER_MAX)
+  if (c->hbytes > MOOR_HTTP_HEADER_MAX)
     return fail(c, 431, "headers_too_large", "the request line and headers are over the 65536-byte limit");
   return 0;
 }
@@ -643,7 +628,7 @@ static int on_message_begin(http_parser *p) {
   c->url_done = 0;
   c->hstate = H_NONE;
   c->err_status = 0;
-  if (c->body_cap > KEEP_BYTES) { /* one big upload must not pin its memory */
+  if (c->body_cap > MOOR_HTTP_KEEP_BYTES) { /* one big upload must not pin its memory */
     free(c->body);
     c->body = NULL;
     c->body_cap = 0;
@@ -896,13 +881,13 @@ static void conn_resume(conn *c) {
     if (c->state >= C_LINGER) return;
     memmove(c->in, c->in + n, c->in_len - n);
     c->in_len -= n;
-    if (c->in_len == 0 && c->in_cap > KEEP_BYTES) { /* a pipelining burst must not pin memory */
+    if (c->in_len == 0 && c->in_cap > MOOR_HTTP_KEEP_BYTES) { /* a pipelining burst must not pin memory */
       free(c->in);
       c->in = NULL;
       c->in_cap = 0;
     }
   }
-  if (!c->reading && c->in_len <= PENDING_MAX) {
+  if (!c->reading && c->in_len <= MOOR_HTTP_PENDING_MAX) {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
       conn_close(c, 1);
       return;
@@ -915,8 +900,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   conn *c = h->data;
   (void)suggested;
   if (c->in_len == 0) {
-    *buf = uv_buf_init(c->srv->rbuf, (unsigned)READ_SIZE);
-  } else if (reserve(&c->in, &c->in_cap, c->in_len + READ_MIN) == 0) {
+    *buf = uv_buf_init(c->srv->rbuf, (unsigned)MOOR_HTTP_READ_SIZE);
+  } else if (reserve(&c->in, &c->in_cap, c->in_len + MOOR_HTTP_READ_MIN) == 0) {
     *buf = uv_buf_init(c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
   } else {
     *buf = uv_buf_init(NULL, 0); /* on_read gets UV_ENOBUFS */
@@ -963,7 +948,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (c->state >= C_LINGER) return;
   }
   /* A client pipelining faster than we answer: stop reading until we catch up. */
-  if (c->in_len > PENDING_MAX && c->reading) {
+  if (c->in_len > MOOR_HTTP_PENDING_MAX && c->reading) {
     uv_read_stop(s);
     c->reading = 0;
   }
@@ -1045,7 +1030,7 @@ static void on_connection(uv_stream_t *l, int status) {
 int moor_http_start(uv_loop_t *loop, const moor_http_config *cfg, moor_http_handler on_request,
                     moor_http_closed on_closed, void *ud, moor_http **out, char *err, size_t errlen) {
   moor_http *srv;
-  const char *host = cfg && cfg->host ? cfg->host : DEFAULT_HOST;
+  const char *host = cfg && cfg->host ? cfg->host : MOOR_DEFAULT_HOST;
   int port = cfg ? cfg->port : 0;
   struct sockaddr_storage addr;
   int namelen = sizeof addr, rc;
@@ -1062,7 +1047,7 @@ int moor_http_start(uv_loop_t *loop, const moor_http_config *cfg, moor_http_hand
     return MOOR_EINVAL;
   }
   srv = calloc(1, sizeof *srv);
-  if (!srv || !(srv->rbuf = malloc(READ_SIZE))) {
+  if (!srv || !(srv->rbuf = malloc(MOOR_HTTP_READ_SIZE))) {
     free(srv);
     set_err(err, errlen, "http: out of memory");
     return MOOR_ENOMEM;
@@ -1071,12 +1056,12 @@ int moor_http_start(uv_loop_t *loop, const moor_http_config *cfg, moor_http_hand
   srv->on_request = on_request;
   srv->on_closed = on_closed;
   srv->ud = ud;
-  srv->body_limit = cfg && cfg->body_limit ? cfg->body_limit : DEFAULT_BODY_LIMIT;
-  srv->timeout_ms = cfg && cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
-  srv->idle_ms = cfg && cfg->idle_ms ? cfg->idle_ms : DEFAULT_IDLE_MS;
-  srv->first_byte_ms = cfg && cfg->first_byte_ms ? cfg->first_byte_ms : DEFAULT_FIRST_BYTE_MS;
-  srv->max_conns = cfg && cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNS;
-  srv->max_per_peer = cfg && cfg->max_per_peer ? cfg->max_per_peer : DEFAULT_MAX_PER_PEER;
+  srv->body_limit = cfg && cfg->body_limit ? cfg->body_limit : MOOR_HTTP_BODY_LIMIT;
+  srv->timeout_ms = cfg && cfg->timeout_ms ? cfg->timeout_ms : MOOR_HTTP_TIMEOUT_MS;
+  srv->idle_ms = cfg && cfg->idle_ms ? cfg->idle_ms : MOOR_HTTP_IDLE_MS;
+  srv->first_byte_ms = cfg && cfg->first_byte_ms ? cfg->first_byte_ms : MOOR_HTTP_FIRST_BYTE_MS;
+  srv->max_conns = cfg && cfg->max_connections ? cfg->max_connections : MOOR_HTTP_MAX_CONNECTIONS;
+  srv->max_per_peer = cfg && cfg->max_per_peer ? cfg->max_per_peer : MOOR_HTTP_MAX_PER_PEER;
   if (cfg && cfg->api_token && *cfg->api_token) {
     srv->token_len = strlen(cfg->api_token);
     if (!(srv->token = strdup(cfg->api_token))) {

@@ -27,10 +27,6 @@
 
 #define MAXDEPTH MOOR_JSON_MAXDEPTH
 #define SCRATCH_MT "moor.json.scratch"
-/* Buffers bigger than this are given back after a call, so one huge value
- * does not pin its memory for the life of the Lua state. */
-#define KEEP_BYTES ((size_t)256 * 1024)
-#define KEEP_KEYS ((size_t)4096)
 
 #define IS_DIGIT(c) ((unsigned)((unsigned char)(c) - '0') < 10u)
 
@@ -157,8 +153,8 @@ static jscratch *scratch_acquire(lua_State *L) {
 
 static void scratch_release(lua_State *L, jscratch *sc) {
   sc->busy = 0;
-  if (sc->temp || sc->cap > KEEP_BYTES) scratch_free_buf(L, sc);
-  if (sc->temp || sc->kcap > KEEP_KEYS) scratch_free_keys(L, sc);
+  if (sc->temp || sc->cap > MOOR_JSON_KEEP_BYTES) scratch_free_buf(L, sc);
+  if (sc->temp || sc->kcap > MOOR_JSON_KEEP_KEYS) scratch_free_keys(L, sc);
 }
 
 /* ---------------------------------------------------------------- encoder */
@@ -997,12 +993,32 @@ static int dec_number(jdec *d) {
 static int dec_value(jdec *d);
 
 static int dec_open(jdec *d) {
-  if (d->depth >= MAXDEPTH) return dec_fail(d, d->p, "nested deeper than 200 levels");
+  if (d->depth >= MAXDEPTH) return dec_fail(d, d->p, "nested deeper than " MOOR__STR(MOOR_JSON_MAXDEPTH) " levels");
   if (!lua_checkstack(d->L, 4)) return dec_nomem(d);
   d->depth++;
   d->p++;
   lua_createtable(d->L, 0, 0);
   return 0;
+}
+
+/* At the container's closing byte: step over it and leave the container (1). */
+static int dec_close(jdec *d, char close) {
+  if (d->p == d->end || *d->p != close) return 0;
+  d->p++;
+  d->depth--;
+  return 1;
+}
+
+/* After a member: 1 for ',' (another follows), 0 at the closing byte (the
+ * container is done), -1 for anything else (expected says what). */
+static int dec_next(jdec *d, char close, const char *expected) {
+  skip_ws(d);
+  if (d->p < d->end && *d->p == ',') {
+    d->p++;
+    return 1;
+  }
+  if (dec_close(d, close)) return 0;
+  return dec_fail(d, d->p, expected);
 }
 
 static int dec_array(jdec *d) {
@@ -1011,36 +1027,20 @@ static int dec_array(jdec *d) {
   lua_pushvalue(L, d->mt);
   lua_setmetatable(L, -2);
   skip_ws(d);
-  if (d->p < d->end && *d->p == ']') {
-    d->p++;
-    d->depth--;
-    return 0;
-  }
+  if (dec_close(d, ']')) return 0;
   for (lua_Integer i = 1;; i++) {
     if (dec_value(d)) return -1;
     lua_rawseti(L, -2, i);
-    skip_ws(d);
-    if (d->p < d->end && *d->p == ',') {
-      d->p++;
-      continue;
-    }
-    if (d->p < d->end && *d->p == ']') break;
-    return dec_fail(d, d->p, "expected ',' or ']'");
+    int more = dec_next(d, ']', "expected ',' or ']'");
+    if (more <= 0) return more;
   }
-  d->p++;
-  d->depth--;
-  return 0;
 }
 
 static int dec_object(jdec *d) {
   lua_State *L = d->L;
   if (dec_open(d)) return -1;
   skip_ws(d);
-  if (d->p < d->end && *d->p == '}') {
-    d->p++;
-    d->depth--;
-    return 0;
-  }
+  if (dec_close(d, '}')) return 0;
   for (int first = 1;; first = 0) {
     skip_ws(d);
     if (d->p == d->end || *d->p != '"')
@@ -1051,17 +1051,9 @@ static int dec_object(jdec *d) {
     d->p++;
     if (dec_value(d)) return -1;
     lua_rawset(L, -3); /* duplicate keys: the last one wins */
-    skip_ws(d);
-    if (d->p < d->end && *d->p == ',') {
-      d->p++;
-      continue;
-    }
-    if (d->p < d->end && *d->p == '}') break;
-    return dec_fail(d, d->p, "expected ',' or '}'");
+    int more = dec_next(d, '}', "expected ',' or '}'");
+    if (more <= 0) return more;
   }
-  d->p++;
-  d->depth--;
-  return 0;
 }
 
 static int dec_literal(jdec *d, const char *word, size_t n) {

@@ -17,7 +17,7 @@
 
 #include "moor.h"
 
-#define MOOR_JSON_MAXDEPTH 200            /* nesting limit, encode and decode */
+#include "moorconf.h" /* MOOR_JSON_MAXDEPTH: the nesting limit, encode and decode */
 #define MOOR_JSON_ARRAY_MT "moor.json.array" /* registry key of the array metatable */
 
 /* Encode the Lua value at stack index idx as JSON. On success pushes the

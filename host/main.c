@@ -2,6 +2,7 @@
  * reaches no engine internals. */
 #include "moor.h"
 #include "json.h" /* moor's JSON codec, to read a request's approval binding */
+#include "moorconf.h" /* the defaults it shows and the limits of its HTTP client */
 
 #include <curl/curl.h>
 #include <lauxlib.h>
@@ -43,7 +44,7 @@ static const char *USAGE =
   "  --db FILE          the SQLite database (default: $MOOR_DB or .moor/moor.db)\n"
   "  --durability MODE  normal (survives a killed process; default) or full\n"
   "                     (also survives power loss); or $MOOR_DURABILITY\n"
-  "  --listen ADDR      moor dev's address (default 127.0.0.1:7373; port 0 picks one);\n"
+  "  --listen ADDR      moor dev's address (default " MOOR_DEFAULT_LISTEN "; port 0 picks one);\n"
   "                     a non-loopback address needs $MOOR_API_TOKEN (32+ characters);\n"
   "                     $MOOR_PUBLIC_URL (https://host[:port]) is the address\n"
   "                     webhook URLs use and a Host the API also answers to\n"
@@ -226,24 +227,34 @@ static void json_string_field(const char *json, const char *field, char *out, si
   out[n] = 0;
 }
 
-static void show_question(prompt_state *ps) {
+/* Print a pending question as text (moor_format_input) between before and after. */
+static void print_question(moor *m, const char *request, FILE *f, const char *before, const char *after) {
   char *text = NULL;
-  if (moor_format_input(ps->m, ps->request, &text) == 0) {
-    fprintf(stderr, "\n? %s\n> ", text);
-    fflush(stderr);
+  if (moor_format_input(m, request, &text) == 0) {
+    fprintf(f, "%s%s%s", before, text, after);
+    fflush(f);
   }
   free(text);
+}
+
+static void show_question(prompt_state *ps) { print_question(ps->m, ps->request, stderr, "\n? ", "\n> "); }
+
+/* A line from stdin for a poll handle, without its newline: 1; or 0 at the
+ * end of the input or on an error (the handle is then stopped). */
+static int poll_line(uv_poll_t *h, int status, char *line, int size) {
+  if (status < 0 || !fgets(line, size, stdin)) {
+    uv_poll_stop(h);
+    return 0;
+  }
+  line[strcspn(line, "\n")] = 0;
+  return 1;
 }
 
 static void on_stdin(uv_poll_t *h, int status, int events) {
   prompt_state *ps = h->data;
   (void)events;
   char line[4096];
-  if (status < 0 || !fgets(line, sizeof line, stdin)) {
-    uv_poll_stop(h);
-    return;
-  }
-  line[strcspn(line, "\n")] = 0;
+  if (!poll_line(h, status, line, sizeof line)) return;
   if (!ps->request[0]) return;
   if (moor_answer_line(ps->m, ps->request, line) == 0) {
     ps->request[0] = 0;
@@ -316,31 +327,52 @@ static size_t collect(char *data, size_t size, size_t n, void *ud) {
   return size * n;
 }
 
-/* POST a JSON body to a running moor dev (with $MOOR_API_TOKEN when set).
- * Returns the HTTP status, or -1 when the server cannot be reached. */
-static int post_quiet(const char *url, const char *body, char *resp, size_t resp_size) {
-  CURL *c = curl_easy_init();
-  if (!c) return -1;
-  char auth[600];
-  struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+/* h with "Authorization: Bearer $MOOR_API_TOKEN" added when the token is set. */
+static struct curl_slist *with_token(struct curl_slist *h) {
   const char *token = getenv("MOOR_API_TOKEN");
-  if (token && *token) {
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    h = curl_slist_append(h, auth);
-  }
-  if (resp && resp_size) resp[0] = 0;
+  if (!token || !*token) return h;
+  char auth[600];
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+  struct curl_slist *more = curl_slist_append(h, auth); /* copies auth */
+  return more ? more : h;
+}
+
+/* A request to url with headers h (still the caller's) whose answer goes to
+ * fn(ud); NULL when curl has no handle. */
+static CURL *client(const char *url, struct curl_slist *h, curl_write_callback fn, void *ud) {
+  CURL *c = curl_easy_init();
+  if (!c) return NULL;
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)resp);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, fn);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, ud);
+  return c;
+}
+
+/* Run a request made by client (MOOR_CLI_HTTP_TIMEOUT_S at most) and free it
+ * and h. Returns the HTTP status, or -1 when the server cannot be reached. */
+static int perform(CURL *c, struct curl_slist *h) {
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, MOOR_CLI_HTTP_TIMEOUT_S);
   long code = 0;
   CURLcode rc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
   return rc == CURLE_OK ? (int)code : -1;
+}
+
+/* POST a JSON body to a running moor dev (with $MOOR_API_TOKEN when set).
+ * Returns the HTTP status, or -1 when the server cannot be reached. */
+static int post_quiet(const char *url, const char *body, char *resp, size_t resp_size) {
+  if (resp && resp_size) resp[0] = 0;
+  struct curl_slist *h = with_token(curl_slist_append(NULL, "Content-Type: application/json"));
+  CURL *c = client(url, h, collect, resp);
+  if (!c) {
+    curl_slist_free_all(h);
+    return -1;
+  }
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  return perform(c, h);
 }
 
 /* moor answer / moor cancel through a running moor dev: exit 0, 1 (refused)
@@ -391,7 +423,7 @@ static size_t grow_collect(char *data, size_t size, size_t n, void *ud) {
   if (b->len + add + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + add + 1) cap *= 2;
-    if (cap > 16u << 20) return 0; /* too big: curl stops with an error */
+    if (cap > MOOR_CLI_RESPONSE_MAX) return 0; /* too big: curl stops with an error */
     char *p = realloc(b->data, cap);
     if (!p) return 0;
     b->data = p;
@@ -405,32 +437,20 @@ static size_t grow_collect(char *data, size_t size, size_t n, void *ud) {
 
 static int get_quiet(const char *url, char **out) {
   *out = NULL;
-  CURL *c = curl_easy_init();
-  if (!c) return -1;
-  char auth[600];
-  struct curl_slist *h = NULL;
-  const char *token = getenv("MOOR_API_TOKEN");
-  if (token && *token) {
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    h = curl_slist_append(h, auth);
-  }
   grow_buf b = {NULL, 0, 0};
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grow_collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)&b);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-  long code = 0;
-  CURLcode rc = curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_slist_free_all(h);
-  curl_easy_cleanup(c);
-  if (rc != CURLE_OK || !b.data) {
+  struct curl_slist *h = with_token(NULL);
+  CURL *c = client(url, h, grow_collect, &b);
+  if (!c) {
+    curl_slist_free_all(h);
+    return -1;
+  }
+  int code = perform(c, h);
+  if (code < 0 || !b.data) {
     free(b.data);
     return -1;
   }
   *out = b.data;
-  return (int)code;
+  return code;
 }
 
 /* Find the approval of pending request `id` in GET /v1/inputs' JSON. */
@@ -596,11 +616,9 @@ static void chat_event(const moor_event *ev, void *ud) {
   if (!strcmp(ev->kind, "turn.started")) cs->busy = 1;
   if (!strcmp(ev->kind, "turn.completed") || !strcmp(ev->kind, "turn.failed")) cs->busy = 0;
   if (!strcmp(ev->kind, "input.requested")) {
-    char id[128], *text = NULL;
+    char id[128];
     json_string_field(ev->payload, "requestId", id, sizeof id);
-    if (moor_format_input(cs->m, id, &text) == 0)
-      printf("? %s\n  (type your answer)\n", text);
-    free(text);
+    print_question(cs->m, id, stdout, "? ", "\n  (type your answer)\n");
   } else {
     char *line = NULL;
     if (moor_format_event(cs->m, ev, &line) == 0 && line) printf("%s\n", line);
@@ -613,12 +631,10 @@ static void chat_stdin(uv_poll_t *h, int status, int events) {
   chat_state *cs = h->data;
   (void)events;
   char line[8192];
-  if (status < 0 || !fgets(line, sizeof line, stdin)) {
+  if (!poll_line(h, status, line, sizeof line)) {
     cs->eof = 1;
-    uv_poll_stop(h);
     return;
   }
-  line[strcspn(line, "\n")] = 0;
   if (!line[0]) return;
   /* A typed line answers the sole pending question when it fits (the input
    * channel, approvals included), else it is a message. */
@@ -679,20 +695,10 @@ static int chat_http(const char *base) {
   }
   fprintf(stderr, "session %s (through %s): type a message; Ctrl-C cancels and quits\n", sid, base);
   CURLM *multi = curl_multi_init();
-  CURL *stream = curl_easy_init();
   sse_state ss = {{0}, 0, 0};
-  char auth[600];
-  struct curl_slist *h = NULL;
-  const char *token = getenv("MOOR_API_TOKEN");
-  if (token && *token) {
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    h = curl_slist_append(h, auth);
-  }
+  struct curl_slist *h = with_token(NULL);
   snprintf(url, sizeof url, "%s/v1/sessions/%s/stream?format=text", base, sid);
-  curl_easy_setopt(stream, CURLOPT_URL, url);
-  curl_easy_setopt(stream, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(stream, CURLOPT_WRITEFUNCTION, sse_write);
-  curl_easy_setopt(stream, CURLOPT_WRITEDATA, (void *)&ss);
+  CURL *stream = client(url, h, sse_write, &ss);
   curl_multi_add_handle(multi, stream);
   signal(SIGINT, chat_on_sigint);
   int eof = 0, running = 1, status = 0, idle_rounds = 0;
@@ -798,7 +804,7 @@ static int cmd_dev(const opts *o) {
   moor_on_event(m, print_event, NULL);
   char url[600];
   int rc = moor_resume_all(m);
-  if (!rc) rc = moor_listen(m, o->listen ? o->listen : "127.0.0.1:7373", url, sizeof url);
+  if (!rc) rc = moor_listen(m, o->listen, url, sizeof url); /* NULL: MOOR_DEFAULT_LISTEN */
   if (rc) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = 2;
@@ -909,6 +915,20 @@ static void harden_process(void) {
   }
 }
 
+static int cmd_runs(const opts *o) { return cmd_list(o, 0); }
+static int cmd_logs(const opts *o) { return cmd_list(o, 1); }
+static int cmd_answer(const opts *o) { return cmd_answer_or_cancel(o, 1); }
+static int cmd_cancel(const opts *o) { return cmd_answer_or_cancel(o, 0); }
+
+static const struct {
+  const char *name;
+  int (*run)(const opts *o);
+} COMMANDS[] = {
+  {"call", cmd_call}, {"resume", cmd_resume}, {"runs", cmd_runs},     {"logs", cmd_logs},
+  {"chat", cmd_chat}, {"dev", cmd_dev},       {"answer", cmd_answer}, {"cancel", cmd_cancel},
+  {"test", cmd_test},
+};
+
 int main(int argc, char **argv) {
   opts o = {0};
   harden_process();
@@ -920,26 +940,10 @@ int main(int argc, char **argv) {
     status = c ? 0 : 2;
   } else if (!strcmp(c, "version")) {
     printf("moor %s\n", MOOR_VERSION);
-  } else if (!strcmp(c, "call")) {
-    status = cmd_call(&o);
-  } else if (!strcmp(c, "resume")) {
-    status = cmd_resume(&o);
-  } else if (!strcmp(c, "runs")) {
-    status = cmd_list(&o, 0);
-  } else if (!strcmp(c, "logs")) {
-    status = cmd_list(&o, 1);
-  } else if (!strcmp(c, "chat")) {
-    status = cmd_chat(&o);
-  } else if (!strcmp(c, "dev")) {
-    status = cmd_dev(&o);
-  } else if (!strcmp(c, "answer")) {
-    status = cmd_answer_or_cancel(&o, 1);
-  } else if (!strcmp(c, "cancel")) {
-    status = cmd_answer_or_cancel(&o, 0);
-  } else if (!strcmp(c, "test")) {
-    status = cmd_test(&o);
   } else {
-    status = usage_error("unknown command '%s'", c);
+    size_t i = 0;
+    while (i < sizeof COMMANDS / sizeof COMMANDS[0] && strcmp(c, COMMANDS[i].name)) i++;
+    status = i < sizeof COMMANDS / sizeof COMMANDS[0] ? COMMANDS[i].run(&o) : usage_error("unknown command '%s'", c);
   }
 done:
   free(o.args);

@@ -22,18 +22,25 @@ extern "C" {
 
 #define MOOR_VERSION "0.1.0"
 
+/* The error codes: XX(name, value, what moor_strerror says). One table (as
+ * libuv's UV_ERRNO_MAP), so no code can be without its message. */
+#define MOOR_ERRNO_MAP(XX)                                                                                         \
+  XX(EINVAL, -1, "invalid argument")                        /* bad argument or usage */                            \
+  XX(ENOMEM, -2, "out of memory")                           /* out of memory */                                    \
+  XX(EIO, -3, "storage error")                              /* SQLite or file-system failure */                    \
+  XX(ELOCKED, -4, "database in use by another process")     /* another process drives this database */             \
+  XX(ELOAD, -5, "agent failed to load")                     /* the agent directory has broken files */             \
+  XX(EJSON, -6, "invalid JSON")                             /* a value is not JSON, or text is not valid JSON */   \
+  XX(ENOTFOUND, -7, "not found")                            /* unknown tool or run */                              \
+  XX(ELUA, -8, "engine error")                              /* a Lua error inside the engine */                    \
+  XX(ETOOL, -9, "tool failed")                              /* the tool call failed (the run settled as failed) */ \
+  XX(ECONFLICT, -10, "conflict")                            /* already answered, withdrawn or settled */
+
 enum {
   MOOR_OK = 0,
-  MOOR_EINVAL = -1,   /* bad argument or usage */
-  MOOR_ENOMEM = -2,   /* out of memory */
-  MOOR_EIO = -3,      /* SQLite or file-system failure */
-  MOOR_ELOCKED = -4,  /* another process drives this database */
-  MOOR_ELOAD = -5,    /* the agent directory has broken files */
-  MOOR_EJSON = -6,    /* a value is not JSON, or text is not valid JSON */
-  MOOR_ENOTFOUND = -7,/* unknown tool or run */
-  MOOR_ELUA = -8,     /* a Lua error inside the engine */
-  MOOR_ETOOL = -9,    /* the tool call failed (the run settled as failed) */
-  MOOR_ECONFLICT = -10 /* already answered, withdrawn or settled */
+#define MOOR__ERRNO_ENUM(name, value, message) MOOR_##name = value,
+  MOOR_ERRNO_MAP(MOOR__ERRNO_ENUM)
+#undef MOOR__ERRNO_ENUM
 };
 
 enum { MOOR_DURABILITY_NORMAL = 0, MOOR_DURABILITY_FULL = 1 };

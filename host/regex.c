@@ -34,21 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moorconf.h"
 #include "regex.h"
 
-/* Limits on one match (the costs a schema check may spend on the loop). */
-#ifndef MOOR_REGEX_MATCH_LIMIT
-#define MOOR_REGEX_MATCH_LIMIT 100000 /* backtracking steps (pcre2_set_match_limit) */
-#endif
-#ifndef MOOR_REGEX_DEPTH_LIMIT
-#define MOOR_REGEX_DEPTH_LIMIT 100000 /* nested backtracking points, interpreter only */
-#endif
-#ifndef MOOR_REGEX_HEAP_LIMIT_KIB
-#define MOOR_REGEX_HEAP_LIMIT_KIB (4 * 1024) /* backtracking frames, interpreter only (when no JIT) */
-#endif
-#ifndef MOOR_REGEX_JIT_STACK_MAX
-#define MOOR_REGEX_JIT_STACK_MAX (8 * 1024 * 1024) /* JIT matches' stack, bytes */
-#endif
+/* The limits on one match (MOOR_REGEX_*: the costs a schema check may spend on the loop) are in moorconf.h. */
 
 #define ENV_MT "moor.regex.env"
 #define RE_MT "moor.regex"

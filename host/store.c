@@ -191,13 +191,13 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
     s->db = NULL;
     return rc;
   }
-  sqlite3_busy_timeout(s->db, 5000);
+  sqlite3_busy_timeout(s->db, MOOR_STORE_BUSY_MS);
   if (read_only) {
     int version = read_version(s);
     int target = (int)(sizeof migrations / sizeof migrations[0]);
-    /* A writer may be creating or migrating it this very moment: give it a
-     * second to commit its schema. */
-    for (int i = 0; i < 50 && version >= 0 && version < target; i++) {
+    /* A writer may be creating or migrating it this very moment: give it
+     * MOOR_STORE_SCHEMA_WAIT_MS to commit its schema. */
+    for (int i = 0; i < MOOR_STORE_SCHEMA_WAIT_MS / 20 && version >= 0 && version < target; i++) {
       sqlite3_sleep(20);
       version = read_version(s);
     }
@@ -221,7 +221,8 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
   /* Switching a new file to WAL needs it to itself, and SQLite does not wait
    * for that with the busy handler: retry while another process opens it. */
   int rc = SQLITE_BUSY;
-  for (int i = 0; !read_only && i < 250 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED); i++) {
+  for (int i = 0; !read_only && i < MOOR_STORE_WAL_WAIT_MS / 20 && (rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+       i++) {
     rc = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) sqlite3_sleep(20);
   }
@@ -313,20 +314,5 @@ int moor_store_append(moor_store *s, const char *run_id, long long seq, long lon
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "append event");
-  return 0;
-}
-
-int moor_store_exec(moor_store *s, const char *sql, int nparams, const char *const *params) {
-  int rc = moor_store_begin(s);
-  if (rc) return rc;
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return fail(s, MOOR_EIO, "prepare");
-  for (int i = 0; i < nparams; i++) {
-    if (params[i]) sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_STATIC);
-    else sqlite3_bind_null(st, i + 1);
-  }
-  rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "write");
   return 0;
 }

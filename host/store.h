@@ -6,6 +6,8 @@
 #include <sqlite3.h>
 #include <stddef.h>
 
+#include "moorconf.h"
+
 typedef struct moor_store {
   sqlite3 *db;
   int in_tx;             /* a write transaction is open (group commit) */
@@ -26,14 +28,10 @@ int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
  * cleared) and err says why: nothing of it was recorded. */
 int moor_store_commit(moor_store *s);
 void moor_store_rollback(moor_store *s); /* drop the open transaction, if any */
-/* A payload over MOOR_BLOB_MIN bytes goes to the blobs table; the view
- * event_log reads every payload back, wherever it is kept. */
-#define MOOR_BLOB_MIN ((size_t)64 * 1024)
+/* A payload over MOOR_BLOB_MIN bytes (moorconf.h) goes to the blobs table;
+ * the view event_log reads every payload back, wherever it is kept. */
 int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,
                       const char *kind, const char *name, const char *payload,
                       size_t payload_len, long long time_ms);
-/* Run one statement with text parameters (NULL binds NULL), for the rarer
- * writes (run rows) where a cached statement buys nothing. */
-int moor_store_exec(moor_store *s, const char *sql, int nparams, const char *const *params);
 
 #endif

@@ -1,0 +1,100 @@
+/* moor.core's OS helpers: directory listings (the agent loader), hashes
+ * (FNV-1a for a tool's source, SHA-256 for approvals), the kernel's random
+ * bytes and the process id. */
+#include "host.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+/* listdir(dir) -> sorted names (no dot entries) | nil, err */
+static int l_listdir(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  DIR *d = opendir(dir);
+  if (!d) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", dir, strerror(errno));
+    return 2;
+  }
+  /* Collect into a Lua table first (Lua owns the memory), then sort. */
+  lua_newtable(L);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    lua_pushstring(L, e->d_name);
+    lua_rawseti(L, -2, ++n);
+  }
+  closedir(d);
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, -3);
+  lua_call(L, 1, 0);
+  lua_pop(L, 1);
+  return 1;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+/* hash(s) -> 16 hex digits of FNV-1a 64: identifies a tool's source text. */
+static int l_hash(lua_State *L) {
+  size_t len;
+  const unsigned char *s = (const unsigned char *)luaL_checklstring(L, 1, &len);
+  unsigned long long h = 1469598103934665603ULL;
+  for (size_t i = 0; i < len; i++) {
+    h ^= s[i];
+    h *= 1099511628211ULL;
+  }
+  char out[17];
+  for (int i = 15; i >= 0; i--, h >>= 4) out[i] = HEX[h & 15];
+  lua_pushlstring(L, out, 16);
+  return 1;
+}
+
+/* sha256(s) -> 64 hex digits of SHA-256 (OpenSSL's libcrypto): binds an
+ * approval to the exact input it shows. */
+static int l_sha256(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  if (EVP_Digest(s, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+    return luaL_error(L, "sha256: libcrypto failed");
+  char out[64];
+  for (unsigned int i = 0; i < 32; i++) {
+    out[2 * i] = HEX[md[i] >> 4];
+    out[2 * i + 1] = HEX[md[i] & 15];
+  }
+  lua_pushlstring(L, out, 64);
+  return 1;
+}
+
+/* random_bytes(n) -> n bytes from the kernel's CSPRNG (ids, tokens, seeds). */
+static int l_random_bytes(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, n > 0 && n <= 256, 1, "1..256");
+  unsigned char buf[256];
+  size_t got = 0;
+  while (got < (size_t)n) {
+    ssize_t r = getrandom(buf + got, (size_t)n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return luaL_error(L, "getrandom: %s", strerror(errno));
+    }
+    got += (size_t)r;
+  }
+  lua_pushlstring(L, (const char *)buf, (size_t)n);
+  return 1;
+}
+
+static int l_getpid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
+const luaL_Reg moor__core_os_fns[] = {
+  {"listdir", l_listdir}, {"hash", l_hash}, {"sha256", l_sha256}, {"random_bytes", l_random_bytes},
+  {"getpid", l_getpid}, {NULL, NULL}};

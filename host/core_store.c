@@ -1,0 +1,153 @@
+/* moor.core's store binding: SQL over the engine's SQLite file (query,
+ * exec), the event log (append, events) and the group commit (commit). The
+ * schema and migrations are store.c's. */
+#include "host.h"
+
+static void bind_args(lua_State *L, sqlite3_stmt *st, int first, int n) {
+  for (int i = 0; i < n; i++) {
+    int idx = first + i;
+    switch (lua_type(L, idx)) {
+      case LUA_TNIL: sqlite3_bind_null(st, i + 1); break;
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) sqlite3_bind_int64(st, i + 1, lua_tointeger(L, idx));
+        else sqlite3_bind_double(st, i + 1, lua_tonumber(L, idx));
+        break;
+      default: {
+        size_t len;
+        const char *s = luaL_checklstring(L, idx, &len);
+        sqlite3_bind_text(st, i + 1, s, (int)len, SQLITE_TRANSIENT);
+      }
+    }
+  }
+}
+
+static void push_column(lua_State *L, sqlite3_stmt *st, int c) {
+  switch (sqlite3_column_type(st, c)) {
+    case SQLITE_INTEGER: lua_pushinteger(L, sqlite3_column_int64(st, c)); break;
+    case SQLITE_FLOAT: lua_pushnumber(L, sqlite3_column_double(st, c)); break;
+    case SQLITE_NULL: lua_pushnil(L); break;
+    default:
+      lua_pushlstring(L, (const char *)sqlite3_column_text(st, c), (size_t)sqlite3_column_bytes(st, c));
+  }
+}
+
+/* nil, message: a failure the store (or SQLite) describes. */
+static int fail(lua_State *L, const char *message) {
+  lua_pushnil(L);
+  lua_pushstring(L, message);
+  return 2;
+}
+
+/* Statements are finalized on every path: a userdata with __gc would also
+ * do, but nothing between prepare and finalize here can raise except
+ * bind_args' checklstring, which runs before the first step. */
+static int run_sql(lua_State *L, int want_rows) {
+  moor *m = moor__self(L);
+  const char *sql = luaL_checkstring(L, 1);
+  int n = lua_gettop(L) - 1;
+  for (int i = 0; i < n; i++) {
+    int t = lua_type(L, 2 + i);
+    if (t != LUA_TNIL && t != LUA_TNUMBER && t != LUA_TSTRING)
+      return luaL_argerror(L, 2 + i, "expected nil, number or string");
+  }
+  if (!want_rows && moor_store_begin(&m->store)) return fail(L, m->store.err);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(m->store.db, sql, -1, &st, NULL) != SQLITE_OK) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s (in: %s)", sqlite3_errmsg(m->store.db), sql);
+    return 2;
+  }
+  bind_args(L, st, 2, n);
+  lua_newtable(L);
+  int rows = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int cols = sqlite3_column_count(st);
+    lua_createtable(L, 0, cols);
+    for (int c = 0; c < cols; c++) {
+      push_column(L, st, c);
+      lua_setfield(L, -2, sqlite3_column_name(st, c));
+    }
+    lua_rawseti(L, -2, ++rows);
+  }
+  if (rc != SQLITE_DONE) {
+    lua_pushnil(L);
+    lua_pushstring(L, sqlite3_errmsg(m->store.db));
+    sqlite3_finalize(st);
+    return 2;
+  }
+  sqlite3_finalize(st);
+  lua_pushinteger(L, sqlite3_changes(m->store.db));
+  return 2;
+}
+
+/* query(sql, ...) -> rows, changes: read without opening a write transaction. */
+static int l_query(lua_State *L) { return run_sql(L, 1); }
+/* exec(sql, ...) -> rows, changes: a write inside the current group-commit
+ * transaction (rows come from RETURNING). On failure: nil, message. */
+static int l_exec(lua_State *L) { return run_sql(L, 0); }
+
+/* append(run_id, seq, op|nil, kind, name|nil, payload, time) */
+static int l_append(lua_State *L) {
+  moor *m = moor__self(L);
+  const char *run = luaL_checkstring(L, 1);
+  lua_Integer seq = luaL_checkinteger(L, 2);
+  lua_Integer op = luaL_optinteger(L, 3, 0);
+  const char *kind = luaL_checkstring(L, 4);
+  const char *name = luaL_optstring(L, 5, NULL);
+  size_t plen;
+  const char *payload = luaL_checklstring(L, 6, &plen);
+  lua_Integer t = luaL_checkinteger(L, 7);
+  if (moor_store_append(&m->store, run, seq, op, kind, name, payload, plen, t)) return fail(L, m->store.err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* commit() -> true, wrote (a transaction was open) | nil, cause. On failure
+ * the transaction has been rolled back: nothing of it is in the file. */
+static int l_commit(lua_State *L) {
+  moor *m = moor__self(L);
+  int wrote = m->store.in_tx;
+  if (moor_store_commit(&m->store)) return fail(L, m->store.err);
+  lua_pushboolean(L, 1);
+  lua_pushboolean(L, wrote);
+  return 2;
+}
+
+/* events(run_id) -> n, last_seq, ops, kinds, names, payloads, times: one
+ * array per column (in seq order), which replay reads far faster than a
+ * table per event. ops[i] and names[i] are false where the column is NULL. */
+static int l_events(lua_State *L) {
+  moor *m = moor__self(L);
+  size_t len;
+  const char *run = luaL_checklstring(L, 1, &len);
+  sqlite3_stmt *st = m->store.events;
+  sqlite3_bind_text(st, 1, run, (int)len, SQLITE_TRANSIENT);
+  int base = lua_gettop(L);
+  for (int c = 1; c < 6; c++) lua_newtable(L);
+  int n = 0, rc;
+  lua_Integer last = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    n++;
+    last = sqlite3_column_int64(st, 0);
+    for (int c = 1; c < 6; c++) {
+      if (sqlite3_column_type(st, c) == SQLITE_NULL) lua_pushboolean(L, 0);
+      else push_column(L, st, c);
+      lua_rawseti(L, base + c, n);
+    }
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE) {
+    lua_settop(L, base);
+    return fail(L, sqlite3_errmsg(m->store.db));
+  }
+  lua_pushinteger(L, n);
+  lua_insert(L, base + 1);
+  lua_pushinteger(L, last);
+  lua_insert(L, base + 2);
+  return 7;
+}
+
+const luaL_Reg moor__core_store_fns[] = {
+  {"query", l_query}, {"exec", l_exec}, {"append", l_append}, {"commit", l_commit}, {"events", l_events},
+  {NULL, NULL}};

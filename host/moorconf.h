@@ -1,0 +1,169 @@
+/* moorconf.h: every tunable of moor's C side in one place, as Lua's
+ * luaconf.h. Defaults, limits, timeouts and grace periods; each can be set at
+ * build time (-DMOOR_HTTP_QUEUE_MAX=...). What an environment variable or a
+ * moor_config field overrides at run time says so. The Lua side's own
+ * tunables (the cancel grace, delivery queues) are in lua/moor/. */
+#ifndef MOOR_CONF_H
+#define MOOR_CONF_H
+
+#include <stddef.h>
+
+#define MOOR__STR_(x) #x
+#define MOOR__STR(x) MOOR__STR_(x)
+
+/* --- where things are ------------------------------------------------------ */
+
+#ifndef MOOR_LUA_DIR
+#define MOOR_LUA_DIR "lua"              /* the Lua side when $MOOR_LUA_DIR and cfg.lua_dir are unset (CMake sets the source tree's) */
+#endif
+#ifndef MOOR_DEFAULT_DB
+#define MOOR_DEFAULT_DB ".moor/moor.db" /* the database when --db, cfg.db_path and $MOOR_DB are unset */
+#endif
+
+/* --- the HTTP API (host/serve.c, host/http.c) ------------------------------ */
+
+#ifndef MOOR_DEFAULT_HOST
+#define MOOR_DEFAULT_HOST "127.0.0.1"   /* moor_listen's address when none is given (loopback only) */
+#endif
+#ifndef MOOR_DEFAULT_PORT
+#define MOOR_DEFAULT_PORT 7373          /* moor_listen's port when the address names none */
+#endif
+/* "127.0.0.1:7373", as moor dev's --listen help shows it. */
+#define MOOR_DEFAULT_LISTEN MOOR_DEFAULT_HOST ":" MOOR__STR(MOOR_DEFAULT_PORT)
+#ifndef MOOR_MIN_TOKEN
+#define MOOR_MIN_TOKEN 32               /* characters $MOOR_API_TOKEN needs for a non-loopback listen */
+#endif
+#ifndef MOOR_HTTP_BODY_LIMIT
+#define MOOR_HTTP_BODY_LIMIT ((size_t)1 << 20) /* request body bytes (cfg.body_limit, $MOOR_BODY_LIMIT) */
+#endif
+#ifndef MOOR_HTTP_TIMEOUT_MS
+#define MOOR_HTTP_TIMEOUT_MS 10000u     /* a started request must be complete within (cfg.http_timeout_ms, $MOOR_HTTP_TIMEOUT_MS) */
+#endif
+#ifndef MOOR_HTTP_IDLE_MS
+#define MOOR_HTTP_IDLE_MS 60000u        /* an idle keep-alive connection is closed after */
+#endif
+#ifndef MOOR_HTTP_FIRST_BYTE_MS
+#define MOOR_HTTP_FIRST_BYTE_MS 5000u   /* a new connection that sends nothing is dropped after ($MOOR_HTTP_FIRST_BYTE_MS) */
+#endif
+#ifndef MOOR_HTTP_MAX_CONNECTIONS
+#define MOOR_HTTP_MAX_CONNECTIONS 1024u /* open connections, all peers together ($MOOR_MAX_CONNECTIONS) */
+#endif
+#ifndef MOOR_HTTP_MAX_PER_PEER
+#define MOOR_HTTP_MAX_PER_PEER 256u     /* open connections from one IP address ($MOOR_MAX_CONNECTIONS_PER_PEER) */
+#endif
+#ifndef MOOR_HTTP_HEADER_MAX
+#define MOOR_HTTP_HEADER_MAX ((size_t)64 * 1024)      /* request line + headers (431 beyond) */
+#endif
+#ifndef MOOR_HTTP_PENDING_MAX
+#define MOOR_HTTP_PENDING_MAX ((size_t)256 * 1024)    /* unparsed bytes held while a request waits for its answer */
+#endif
+#ifndef MOOR_HTTP_QUEUE_MAX
+#define MOOR_HTTP_QUEUE_MAX ((size_t)8 * 1024 * 1024) /* unsent bytes (an SSE stream) before a slow reader is dropped */
+#endif
+#ifndef MOOR_HTTP_LINGER_MS
+#define MOOR_HTTP_LINGER_MS 2000u       /* grace for a closing connection to flush and see the peer's FIN */
+#endif
+#ifndef MOOR_HTTP_READ_SIZE
+#define MOOR_HTTP_READ_SIZE ((size_t)64 * 1024)       /* the server-wide read buffer */
+#endif
+#ifndef MOOR_HTTP_READ_MIN
+#define MOOR_HTTP_READ_MIN ((size_t)16 * 1024)        /* free space wanted when reading into a connection's buffer */
+#endif
+#ifndef MOOR_HTTP_KEEP_BYTES
+#define MOOR_HTTP_KEEP_BYTES ((size_t)64 * 1024)      /* a connection's bigger body buffer is given back */
+#endif
+#ifndef MOOR_HTTP_POOL_DATA
+#define MOOR_HTTP_POOL_DATA ((size_t)4096)            /* payload of a pooled write block */
+#endif
+#ifndef MOOR_HTTP_POOL_MAX
+#define MOOR_HTTP_POOL_MAX 128          /* pooled write blocks kept for reuse */
+#endif
+
+/* --- serving while the database fails (host/serve.c) ----------------------- */
+
+#ifndef MOOR_STORE_BACKOFF_MIN_MS
+#define MOOR_STORE_BACKOFF_MIN_MS 100   /* first retry of a failed commit's round; doubles each time */
+#endif
+#ifndef MOOR_STORE_BACKOFF_MAX_MS
+#define MOOR_STORE_BACKOFF_MAX_MS 5000  /* longest wait between retries */
+#endif
+
+/* --- the store (host/store.c) ---------------------------------------------- */
+
+#ifndef MOOR_BLOB_MIN
+#define MOOR_BLOB_MIN ((size_t)64 * 1024) /* an event payload over this goes to the blobs table */
+#endif
+#ifndef MOOR_STORE_BUSY_MS
+#define MOOR_STORE_BUSY_MS 5000         /* SQLite's busy timeout (another connection writing) */
+#endif
+#ifndef MOOR_STORE_WAL_WAIT_MS
+#define MOOR_STORE_WAL_WAIT_MS 5000     /* how long opening retries switching a file to WAL while another opens it */
+#endif
+#ifndef MOOR_STORE_SCHEMA_WAIT_MS
+#define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
+#endif
+
+/* --- the HTTP client (host/fetch.c, host/fetch_lua.c) ---------------------- */
+
+#ifndef MOOR_FETCH_BODY_MAX
+#define MOOR_FETCH_BODY_MAX ((size_t)32 * 1024 * 1024) /* a response body (decoded); bigger fails the request */
+#endif
+#ifndef MOOR_FETCH_HEAD_MAX
+#define MOOR_FETCH_HEAD_MAX ((size_t)1024 * 1024)      /* a response's headers */
+#endif
+#ifndef MOOR_FETCH_BODY_FIRST
+#define MOOR_FETCH_BODY_FIRST ((size_t)16 * 1024)      /* first allocation of a response body buffer */
+#endif
+#ifndef MOOR_FETCH_TIMEOUT_MS
+#define MOOR_FETCH_TIMEOUT_MS 60000L    /* a whole request, when the caller sets none */
+#endif
+#ifndef MOOR_FETCH_CONNECT_MS
+#define MOOR_FETCH_CONNECT_MS 10000L    /* connecting, when the caller sets none */
+#endif
+#ifndef MOOR_FETCH_REDIRECTS
+#define MOOR_FETCH_REDIRECTS 5          /* redirects followed when the caller sets none */
+#endif
+#ifndef MOOR_FETCH_REDIRECTS_MAX
+#define MOOR_FETCH_REDIRECTS_MAX 100    /* the most redirects a request may ask to follow (fetch.start) */
+#endif
+#ifndef MOOR_FETCH_METHOD_MAX
+#define MOOR_FETCH_METHOD_MAX 32        /* characters of a request method */
+#endif
+
+/* --- JSON (host/json.c) ---------------------------------------------------- */
+
+#ifndef MOOR_JSON_MAXDEPTH
+#define MOOR_JSON_MAXDEPTH 200          /* nesting limit, encode and decode */
+#endif
+#ifndef MOOR_JSON_KEEP_BYTES
+#define MOOR_JSON_KEEP_BYTES ((size_t)256 * 1024) /* a bigger scratch buffer is given back after a call */
+#endif
+#ifndef MOOR_JSON_KEEP_KEYS
+#define MOOR_JSON_KEEP_KEYS ((size_t)4096)        /* likewise the key-sorting scratch, in keys */
+#endif
+
+/* --- schema patterns (host/regex.c, PCRE2) --------------------------------- */
+
+#ifndef MOOR_REGEX_MATCH_LIMIT
+#define MOOR_REGEX_MATCH_LIMIT 100000 /* backtracking steps (pcre2_set_match_limit) */
+#endif
+#ifndef MOOR_REGEX_DEPTH_LIMIT
+#define MOOR_REGEX_DEPTH_LIMIT 100000 /* nested backtracking points, interpreter only */
+#endif
+#ifndef MOOR_REGEX_HEAP_LIMIT_KIB
+#define MOOR_REGEX_HEAP_LIMIT_KIB (4 * 1024) /* backtracking frames, interpreter only (when no JIT) */
+#endif
+#ifndef MOOR_REGEX_JIT_STACK_MAX
+#define MOOR_REGEX_JIT_STACK_MAX (8 * 1024 * 1024) /* JIT matches' stack, bytes */
+#endif
+
+/* --- the CLI (host/main.c) ------------------------------------------------- */
+
+#ifndef MOOR_CLI_HTTP_TIMEOUT_S
+#define MOOR_CLI_HTTP_TIMEOUT_S 30L     /* a CLI request to a running moor dev (answer, cancel, chat) */
+#endif
+#ifndef MOOR_CLI_RESPONSE_MAX
+#define MOOR_CLI_RESPONSE_MAX ((size_t)16 << 20) /* the largest GET answer the CLI reads from moor dev */
+#endif
+
+#endif
