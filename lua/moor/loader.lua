@@ -2,6 +2,8 @@
 -- with lib/ on the module path. Every broken file is reported at once, each
 -- with its file and line; nothing runs when any file is broken.
 local core = require "moor.core"
+local moor = require "moor"
+local session = require "moor.session"
 
 local M = {}
 
@@ -60,7 +62,6 @@ end
 -- Load every tools/*.lua of dir; names get prefix (a subagent's own tools are
 -- registered as "<subagent>.<tool>", which no file name can clash with).
 local function load_tools(tools_dir, prefix, errs, loaded)
-  local moor = require "moor"
   local names = {}
   for _, file in ipairs(core.listdir(tools_dir) or {}) do
     if file:sub(-4) == ".lua" then
@@ -91,7 +92,7 @@ local function load_agent_file(path, errs)
   local v, err = load_file(path)
   if err then
     errs[#errs + 1] = err
-  elseif not (type(v) == "table" and v.kind == "agent" and require("moor").isTool(v)) then
+  elseif not (type(v) == "table" and v.kind == "agent" and moor.isTool(v)) then
     errs[#errs + 1] = path .. ":1: agent.lua must return moor.defineAgent{ model, description, instructions }"
   else
     return v
@@ -100,7 +101,6 @@ end
 
 function M.load(dir, engine)
   dir = (dir or "agent"):gsub("/+$", "")
-  local moor = require "moor"
   local errs = {}
   local entries, lerr = core.listdir(dir)
   if not entries then
@@ -161,7 +161,6 @@ function M.load(dir, engine)
   end
   engine.agent = agent
   if agent then
-    local session = require "moor.session"
     agent.name = "agent"
     agent.toolset = root_tools
     for name, sub in pairs(subagents) do

@@ -13,6 +13,9 @@
 -- This file also holds what the clients share: sending with retries and classifying failures
 -- (M.send), error tables (M.fail), redaction, base64 and media-type helpers.
 -- API keys live only in closures: never in a returned value, an error message or a log line.
+local json = require "moor.json"
+local duration = require "moor.duration"
+
 local M = {}
 
 local DEFAULT_TIMEOUT = 120000   -- ms per HTTP request
@@ -170,18 +173,17 @@ function M.content_text(content)
 end
 
 function M.json()
-  return require "moor.json"
+  return json
 end
 
 function M.null()
-  return require("moor.json").null
+  return json.null
 end
 
 --- If a structured-output schema has no object root, wrap it as { value = schema } (both APIs
 -- want an object). Returns schema, wrapped.
 function M.object_schema(schema)
   if type(schema) == "table" and schema.type == "object" then return schema, false end
-  local json = M.json()
   return { type = "object", properties = { value = schema }, required = json.array { "value" },
     additionalProperties = false }, true
 end
@@ -191,7 +193,7 @@ function M.timeout_ms(v)
   if v == nil then return DEFAULT_TIMEOUT end
   if type(v) == "number" and v > 0 then return math.floor(v) end
   if type(v) == "string" then
-    local ms = require("moor.duration").parse(v)
+    local ms = duration.parse(v)
     if ms and ms > 0 then return ms end
   end
   return DEFAULT_TIMEOUT
@@ -252,7 +254,7 @@ end
 
 --- The server's own error message from an error body, redacted and shortened.
 local function server_message(body, secret)
-  local json = M.json()
+
   local v = type(body) == "string" and json.decode(body)
   local msg
   if type(v) == "table" then
@@ -295,7 +297,7 @@ end
 -- spec = { provider, url, base_url, headers, body, timeout (ms), secret (for redaction only),
 --          key_env, base_env, key_set, expected (what a good reply holds, for messages) }
 function M.send(io, spec)
-  local json = M.json()
+
   local secret = spec.secret
   local where = M.display_url(spec.url)
   local base = M.display_url(spec.base_url)
@@ -415,7 +417,7 @@ function M.resolve(model_id, env)
     return nil, M.fail("unknown_provider", ("unknown model provider '%s' in '%s': %s"):format(
       prefix, model_id, HINT))
   end
-  return require(module).new(model, env_reader(env))
+  return require(module).new(model, env_reader(env)) -- the provider named at run time
 end
 
 --- The provider names resolve knows.
