@@ -244,6 +244,23 @@ function M.closed(conn)
 end
 
 
+local function unknown(what, id)
+  return fail("not_found", ("unknown %s '%s'"):format(what, id))
+end
+
+-- 200 with v, or 404 for the unknown `what` id.
+local function show(v, what, id)
+  if not v then return unknown(what, id) end
+  return reply(200, v)
+end
+
+-- Cancel run id (a run, or a session: key names it in the answer).
+local function cancel(id, key)
+  local ok, err = engine.cancel(id)
+  if not ok then return api_fail(err) end
+  return reply(202, { [key] = id, status = "cancelling" })
+end
+
 local routes = {
   { "POST", "^/v1/tools/([^/]+)/calls$", function(req, name)
     name = unescape(name)
@@ -258,17 +275,9 @@ local routes = {
     local rows = json.decode(engine.list_runs(true))
     return reply(200, { runs = rows })
   end },
-  { "GET", "^/v1/runs/([^/]+)$", function(_, id)
-    local run = engine.run_details(id)
-    if not run then return fail("not_found", ("unknown run '%s'"):format(id)) end
-    return reply(200, run)
-  end },
+  { "GET", "^/v1/runs/([^/]+)$", function(_, id) return show(engine.run_details(id), "run", id) end },
   { "GET", "^/v1/runs/([^/]+)/events$", events_stream },
-  { "POST", "^/v1/runs/([^/]+)/cancel$", function(_, id)
-    local ok, err = engine.cancel(id)
-    if not ok then return api_fail(err) end
-    return reply(202, { runId = id, status = "cancelling" })
-  end },
+  { "POST", "^/v1/runs/([^/]+)/cancel$", function(_, id) return cancel(id, "runId") end },
   { "GET", "^/v1/inputs$", function()
     return reply(200, { inputs = engine.inputs() })
   end },
@@ -297,11 +306,7 @@ local routes = {
     if not id then return fail("internal", err) end
     return reply(201, { sessionId = id })
   end },
-  { "GET", "^/v1/sessions/([^/]+)$", function(_, id)
-    local d = session.details(id)
-    if not d then return fail("not_found", ("unknown session '%s'"):format(id)) end
-    return reply(200, d)
-  end },
+  { "GET", "^/v1/sessions/([^/]+)$", function(_, id) return show(session.details(id), "session", id) end },
   { "POST", "^/v1/sessions/([^/]+)$", function(req, id)
     local body, err = decode_body(req)
     if err then return fail("bad_json", err) end
@@ -310,14 +315,12 @@ local routes = {
     return reply(202, { sessionId = id, accepted = true })
   end },
   { "GET", "^/v1/sessions/([^/]+)/stream$", function(req, id)
-    if not session.details(id) then return fail("not_found", ("unknown session '%s'"):format(id)) end
+    if not session.details(id) then return unknown("session", id) end
     return events_stream(req, id)
   end },
   { "POST", "^/v1/sessions/([^/]+)/cancel$", function(_, id)
-    if not session.details(id) then return fail("not_found", ("unknown session '%s'"):format(id)) end
-    local ok, err = engine.cancel(id)
-    if not ok then return api_fail(err) end
-    return reply(202, { sessionId = id, status = "cancelling" })
+    if not session.details(id) then return unknown("session", id) end
+    return cancel(id, "sessionId")
   end },
   { "POST", "^/v1/hooks/([^/]+)$", function(req, token)
     local payload, err = decode_body(req)

@@ -26,6 +26,10 @@ local query, exec = core.query, core.exec
 
 local function first(rows) return rows and rows[1] end
 
+-- A run and every run under it (children, their children, ...), as tree(id).
+local TREE = "WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
+  .. "ON runs.parent_id = tree.id) "
+
 ---------------------------------------------------------------------------
 -- the log (host/store.c binds these directly)
 
@@ -96,8 +100,7 @@ end
 
 --- A run and every run under it (children, their children, ...), as ids.
 function M.run_tree(id)
-  return query("WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
-    .. "ON runs.parent_id = tree.id) SELECT id FROM tree", id)
+  return query(TREE .. "SELECT id FROM tree", id)
 end
 
 ---------------------------------------------------------------------------
@@ -149,8 +152,7 @@ end
 
 --- Pending questions of a run and the runs under it, as rows { request_id }, oldest first.
 function M.pending_inputs_under(id)
-  return query("WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
-    .. "ON runs.parent_id = tree.id) SELECT request_id FROM inputs WHERE status='pending' AND run_id IN "
+  return query(TREE .. "SELECT request_id FROM inputs WHERE status='pending' AND run_id IN "
     .. "(SELECT id FROM tree) ORDER BY created, request_id", id)
 end
 

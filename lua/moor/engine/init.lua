@@ -57,7 +57,6 @@ M.op, M.async = ops.op, ops.async
 M.step, M.io = steps.step, steps.io
 M.abort = waits.abort
 M.random = runs.random
-M.random_token = waits.random_token
 function M.in_body() return S.in_body end
 function M.current() return S.in_body and S.current_run or nil end
 function M.step_info() return S.step_info end
@@ -103,7 +102,6 @@ setmetatable(M, {
   __index = function(_, k)
     if CONF[k] then return conf[k] end
     if k == "store_error" then return log.store_error end
-    if k == "io_inflight" then return S.io_inflight end
   end,
   __newindex = function(t, k, v)
     if CONF[k] then conf[k] = v else rawset(t, k, v) end

@@ -172,6 +172,35 @@ function M.content_text(content)
   return tostring(content)
 end
 
+--- The server's base URL and API key from the environment: env(base_var)
+-- (default_base when unset or empty; trailing slashes dropped) and
+-- env(key_var) (nil when unset or empty).
+function M.endpoint(env, base_var, key_var, default_base)
+  local base = env(base_var)
+  if base == nil or base == "" then base = default_base end
+  local key = env(key_var)
+  if key == "" then key = nil end
+  return base:gsub("/+$", ""), key
+end
+
+--- A 200 whose body is not the response expected: nil and a bad_response
+-- error saying what was wrong (what), where (base) and what came (body).
+function M.bad_response(provider, base, expected, what, body)
+  return nil, M.fail("bad_response", ("%s: the server at %s answered 200 but %s (%s was expected): %s"):format(
+    provider, M.display_url(base), what, expected, M.excerpt(body)), { status = 200 })
+end
+
+--- The answer both APIs' replies come to (see the file's head), from the
+-- decoded reply v and the request r.
+function M.answer(v, r, content, calls, input_tokens, output_tokens, finish)
+  return {
+    message = { role = "assistant", content = content, toolCalls = calls },
+    usage = { inputTokens = input_tokens, outputTokens = output_tokens },
+    finishReason = finish,
+    model = type(v.model) == "string" and v.model or r.model,
+  }
+end
+
 function M.json()
   return json
 end
