@@ -33,5 +33,16 @@ M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_
 M.STEP_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
 M.CONTENT_WARN_BYTES = 3 * 1024 * 1024 -- content parts a tool sends the model above which a warning is logged
 M.SESSION_DEPTH = 64                   -- parent links followed from a run to its outermost session
+M.MAX_STEPS = 20                       -- model steps a session's turn takes when the agent sets no maxSteps
+
+-- model providers (lua/moor/providers/)
+M.MODEL_TIMEOUT = 120000               -- ms per model HTTP request when the agent sets no modelTimeout
+M.MODEL_RETRIES = 3                    -- retries of a failed model request after the first attempt
+M.MODEL_TIMEOUT_RETRIES = 1            -- of which at most this many after a timeout
+M.MODEL_BACKOFF = 1000                 -- ms before the first retry, doubling: 1 s, 2 s, 4 s, ...
+M.MODEL_BACKOFF_CAP = 30000            -- ms: the longest backoff between retries
+M.MODEL_MAX_RETRY_AFTER = 60000        -- ms: a longer retry-after is handed to the caller (err.retryAfter)
+M.ERROR_EXCERPT = 200                  -- bytes of a server's body quoted in an error
+M.ANTHROPIC_MAX_TOKENS = 4096          -- max_tokens of an Anthropic request that names none
 
 return M

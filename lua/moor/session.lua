@@ -19,7 +19,7 @@ local scripted = require "moor.providers.scripted"
 local M = {}
 
 M.TOOL = "moor__session"
-M.DEFAULT_MAX_STEPS = 20
+M.DEFAULT_MAX_STEPS = conf.MAX_STEPS
 
 local function inbox_token(run_id) return "session-" .. run_id end
 M.inbox_token = inbox_token

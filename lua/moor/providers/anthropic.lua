@@ -9,12 +9,13 @@
 -- finishReason "stop", never as a tool call. The tool is named `moor__final_output` when an
 -- author's tool is already called `final_output`.
 local providers = require "moor.providers"
+local conf = require "moor.conf"
 
 local M = {}
 
 local DEFAULT_BASE = "https://api.anthropic.com"
 local VERSION = "2023-06-01"
-local DEFAULT_MAX_TOKENS = 4096
+local DEFAULT_MAX_TOKENS = conf.ANTHROPIC_MAX_TOKENS
 local NAME = "anthropic"
 
 M.VERSION = VERSION

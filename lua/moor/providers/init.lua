@@ -15,16 +15,17 @@
 -- API keys live only in closures: never in a returned value, an error message or a log line.
 local json = require "moor.json"
 local duration = require "moor.duration"
+local conf = require "moor.conf"
 
 local M = {}
 
-local DEFAULT_TIMEOUT = 120000   -- ms per HTTP request
-local MAX_RETRIES = 3            -- retries after the first attempt
-local MAX_TIMEOUT_RETRIES = 1    -- of which at most this many after a timeout
-local BACKOFF_BASE = 1000        -- ms: 1 s, 2 s, 4 s, ...
-local BACKOFF_CAP = 30000        -- ms
-local MAX_RETRY_AFTER = 60000    -- ms: a longer retry-after is handed to the caller (err.retryAfter)
-local EXCERPT = 200              -- bytes of a body quoted in an error
+local DEFAULT_TIMEOUT = conf.MODEL_TIMEOUT
+local MAX_RETRIES = conf.MODEL_RETRIES
+local MAX_TIMEOUT_RETRIES = conf.MODEL_TIMEOUT_RETRIES
+local BACKOFF_BASE = conf.MODEL_BACKOFF
+local BACKOFF_CAP = conf.MODEL_BACKOFF_CAP
+local MAX_RETRY_AFTER = conf.MODEL_MAX_RETRY_AFTER
+local EXCERPT = conf.ERROR_EXCERPT
 
 M.DEFAULT_TIMEOUT = DEFAULT_TIMEOUT
 M.MAX_RETRIES = MAX_RETRIES
