@@ -16,19 +16,15 @@ function M.ready(th, ok, v1, v2)
   th.run.nready = th.run.nready + 1
 end
 
---- The run still has logged results to hand its body.
-function M.is_replaying(r)
-  return r.rpos <= r.nreplay
-end
-
 --- The body has not yet re-issued every op the log holds: what it publishes
 -- now was published before the restart.
 function M.behind_log(r)
   return r.rpos <= r.nreplay or r.nops < r.max_op
 end
 
---- Live work for a run waits until its replay is over, so that results keep
--- the order the log gives them.
+--- Live work for a run waits until its replay is over (rpos <= nreplay: it
+-- still has logged results to hand its body), so that results keep the
+-- order the log gives them.
 function M.live(r, fn)
   if r.rpos <= r.nreplay then
     r.deferred[#r.deferred + 1] = fn

@@ -18,9 +18,6 @@ local VERSION = "2023-06-01"
 local DEFAULT_MAX_TOKENS = conf.ANTHROPIC_MAX_TOKENS
 local NAME = "anthropic"
 
-M.VERSION = VERSION
-M.DEFAULT_MAX_TOKENS = DEFAULT_MAX_TOKENS
-
 local IMAGE_TYPES = { ["image/jpeg"] = true, ["image/png"] = true, ["image/gif"] = true, ["image/webp"] = true }
 
 local OUTPUT_INSTRUCTIONS = "When you have the final answer, call the %s tool with it as the input;"

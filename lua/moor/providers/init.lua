@@ -27,10 +27,6 @@ local BACKOFF_CAP = conf.MODEL_BACKOFF_CAP
 local MAX_RETRY_AFTER = conf.MODEL_MAX_RETRY_AFTER
 local EXCERPT = conf.ERROR_EXCERPT
 
-M.DEFAULT_TIMEOUT = DEFAULT_TIMEOUT
-M.MAX_RETRIES = MAX_RETRIES
-M.MAX_RETRY_AFTER = MAX_RETRY_AFTER
-
 local KNOWN = {
   openai = "moor.providers.openai",
   anthropic = "moor.providers.anthropic",
