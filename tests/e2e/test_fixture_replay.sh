@@ -32,7 +32,8 @@ start_dev "$T/example" 127.0.0.1:0
 # The finished runs are as they were; the parked ones are running again.
 for id in $ids; do
   want=$(grep -o "\"id\":\"$id\",\"started\":\"[^\"]*\",\"status\":\"[a-z]*\"" "$FX/runs.json" | sed 's/.*"status":"//; s/"$//')
-  [ "$(status "$id")" = "$want" ] || fail "run $id is $(status "$id") after replay, was $want: $BODY"
+  got=$(status "$id")
+  [ "$got" = "$want" ] || fail "run $id is $got after replay, was $want: $(run_body "$id")"
 done
 
 # The question survived, and answering it deploys.
@@ -56,7 +57,7 @@ settled "$WEBHOOK" completed
 run_body "$WEBHOOK" | grep -qF '"result":{"done":true}' || fail "webhook result: $BODY"
 
 # The long sleep still sleeps.
-[ "$(status "$SLEEPER")" = running ] || fail "the 100-year sleep ended: $BODY"
+[ "$(status "$SLEEPER")" = running ] || fail "the 100-year sleep ended: $(run_body "$SLEEPER")"
 
 # The session's transcript is intact, and a second message takes a turn.
 req GET "/v1/sessions/$SID"
