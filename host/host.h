@@ -31,7 +31,7 @@ struct moor {
   uv_timer_t timer;       /* wakes the loop for the engine's next due timer */
   int loop_ok;            /* loop and timer initialised: close them */
   lua_State *L;
-  int engine_ref;         /* registry ref to require "moor.engine" */
+  int engine_ref;         /* registry ref to require "moor.host" (the Lua face the C side calls) */
   moor_store store;
   int lock_fd;            /* flock()ed <db>.lock; -1 when read-only */
   char *db_path;

@@ -91,7 +91,7 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_setfield(L, -3, "path");
   lua_pop(L, 2);
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "moor.engine");
+  lua_pushliteral(L, "moor.host");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
     moor__set_err(m, MOOR_ELUA, "cannot load the engine: %s", lua_tostring(L, -1));
     lua_pop(L, 1);

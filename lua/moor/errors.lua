@@ -63,4 +63,24 @@ function M.normalize(err)
   return { code = "Error", message = tostring(err) }
 end
 
+--- The engine's answer to a request it refuses (DESIGN.md: `nil, err` with
+-- err = { code, message }): nil and the error, then its code and message
+-- again as third and fourth values, for callers that read the older
+-- (nil, status, code, message) shape by position. The codes are those of the
+-- HTTP API's error JSON; their statuses come from lua/moor/http/status.lua.
+function M.fail(code, message)
+  return nil, { code = code, message = message }, code, message
+end
+
+--- Pass on an err received from below, in fail's shape.
+function M.relay(err)
+  return nil, err, err.code, err.message
+end
+
+--- A write refused because the database cannot be written now.
+function M.store_unavailable(cause)
+  return M.fail("storage_unavailable", ("the database cannot be written now (%s); nothing was recorded: "
+    .. "try again later"):format(tostring(cause)))
+end
+
 return M

@@ -3,15 +3,18 @@
 -- it has started a Server-Sent Events stream on req.conn.
 local core = require "moor.core"
 local engine = require "moor.engine"
+local session = require "moor.session"
 local json = require "moor.json"
+local errors = require "moor.errors"
+local conf = require "moor.conf"
+local terminal = require "moor.terminal"
+local http_status = require "moor.http.status"
 
 local M = {}
 
 local config = { token = nil, hosts = {}, any_host = false }
 local streams = {}        -- conn -> { run = id, last = seq }
 local nstreams = 0
--- open SSE streams per run, capped (429 beyond): a client cannot pin the host with streams
-local MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 32
 local run_streams = {}    -- run id -> open streams
 
 local JSON = "application/json"
@@ -61,8 +64,23 @@ local function reply(status, value, headers)
   return status, JSON, headers, json.encode(value)
 end
 
-local function fail(status, code, message, headers)
-  return reply(status, { error = { code = code, message = message } }, headers)
+--- The HTTP status for an error code (lua/moor/http/status.lua).
+M.status, M.with_status = http_status.of, http_status.with_status
+
+local function fail(code, message, headers)
+  return reply(http_status.of(code), { error = { code = code, message = message } }, headers)
+end
+
+-- An engine err = { code, message } as the answer.
+local function api_fail(err)
+  return fail(err.code, err.message)
+end
+
+-- engine.call's codes, as the API names them.
+local CALL_CODES = { unknown = "not_found", json = "bad_json", input = "invalid_input" }
+local function call_fail(err, code)
+  if code == "store" then return api_fail(select(2, errors.store_unavailable(err))) end
+  return fail(CALL_CODES[code] or "internal", err)
 end
 
 -- Compare what a client sent with the secret without an early exit, over the
@@ -83,7 +101,7 @@ local function guard(req)
   local h = req.headers
   local host = h.host and h.host:lower()
   if host and not config.any_host and not config.hosts[host] then
-    return fail(421, "misdirected_request", ("Host '%s' is not this server: connect to %s "
+    return fail("misdirected_request", ("Host '%s' is not this server: connect to %s "
       .. "(or set MOOR_PUBLIC_URL to the address clients use); requests for other names are refused "
       .. "so that a web page cannot reach this API through DNS rebinding"):format(h.host, config.url))
   end
@@ -94,7 +112,7 @@ local function guard(req)
     local ok = authority and (config.hosts[authority] or (config.any_host and host
       and (host == authority or host == ohost and not oport)))
     if not ok then
-      return fail(403, "forbidden_origin", ("Origin '%s' is not this server: moor's API is not for other web "
+      return fail("forbidden_origin", ("Origin '%s' is not this server: moor's API is not for other web "
         .. "pages (no CORS is granted); call it from a program, or from a page this server serves"):format(origin))
     end
   end
@@ -103,7 +121,7 @@ end
 local function json_body(req)
   local ctype = (req.headers["content-type"] or ""):match("^%s*([^;%s]+)")
   if not ctype or ctype:lower() ~= JSON then
-    return fail(415, "unsupported_media_type", ("%s %s needs 'Content-Type: application/json'%s")
+    return fail("unsupported_media_type", ("%s %s needs 'Content-Type: application/json'%s")
       :format(req.method, req.path, ctype and (", not '" .. ctype .. "'") or " (even with an empty body)"))
   end
 end
@@ -145,7 +163,7 @@ local function text_line(run, seq, kind, payload)
     local q = p.requestId and engine.format_input(p.requestId)
     line = q and ("? " .. q .. "\n  (type your answer)") or nil
   else
-    line = engine.format_event(run, kind, payload)
+    line = terminal.format_event(run, kind, payload)
   end
   if not line and not BOUNDARY[kind] then return nil end
   local out = { ("id: %d\nevent: %s\n"):format(seq, kind) }
@@ -178,12 +196,12 @@ end
 
 local function events_stream(req, id)
   local run = engine.run_details(id)
-  if not run then return fail(404, "not_found", ("unknown run '%s'"):format(id)) end
+  if not run then return fail("not_found", ("unknown run '%s'"):format(id)) end
   local after = tonumber(req.headers["last-event-id"] or (req.query and req.query:match("after=(%d+)")) or 0)
-  if not after then return fail(400, "bad_request", "Last-Event-ID must be an event id (a number)") end
-  if (run_streams[id] or 0) >= MAX_STREAMS_PER_RUN then
-    return fail(429, "too_many_streams", ("run '%s' already has %d open event streams (MOOR_MAX_STREAMS_PER_RUN);"
-      .. " close one and retry"):format(id, MAX_STREAMS_PER_RUN), "Retry-After: 1\r\n")
+  if not after then return fail("bad_request", "Last-Event-ID must be an event id (a number)") end
+  if (run_streams[id] or 0) >= conf.MAX_STREAMS_PER_RUN then
+    return fail("too_many_streams", ("run '%s' already has %d open event streams (MOOR_MAX_STREAMS_PER_RUN);"
+      .. " close one and retry"):format(id, conf.MAX_STREAMS_PER_RUN), "Retry-After: 1\r\n")
   end
   core.http_stream_start(req.conn, 200, "text/event-stream", "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n")
   local st = { run = id, last = after, text = req.query and req.query:find("format=text", 1, true) ~= nil }
@@ -225,49 +243,49 @@ function M.closed(conn)
   forget_stream(conn)
 end
 
-local function session() return require "moor.session" end
 
-local function api_fail(_, status, code, message)
-  return fail(status, code, message)
+local function unknown(what, id)
+  return fail("not_found", ("unknown %s '%s'"):format(what, id))
+end
+
+-- 200 with v, or 404 for the unknown `what` id.
+local function show(v, what, id)
+  if not v then return unknown(what, id) end
+  return reply(200, v)
+end
+
+-- Cancel run id (a run, or a session: key names it in the answer).
+local function cancel(id, key)
+  local ok, err = engine.cancel(id)
+  if not ok then return api_fail(err) end
+  return reply(202, { [key] = id, status = "cancelling" })
 end
 
 local routes = {
   { "POST", "^/v1/tools/([^/]+)/calls$", function(req, name)
     name = unescape(name)
     if name:sub(1, 6) == "moor__" then -- built-in tools (a session's loop) are not callable from outside
-      return fail(404, "not_found", ("unknown tool '%s': names starting with moor__ are built in"):format(name))
+      return fail("not_found", ("unknown tool '%s': names starting with moor__ are built in"):format(name))
     end
     local id, err, code = engine.call(name, req.body ~= "" and req.body or "{}")
     if id then return reply(201, { runId = id, callId = err }) end
-    if code == "unknown" then return fail(404, "not_found", err) end
-    if code == "json" then return fail(400, "bad_json", err) end
-    if code == "input" then return fail(400, "invalid_input", err) end
-    if code == "store" then return api_fail(engine.store_unavailable(err)) end
-    return fail(500, "internal", err)
+    return call_fail(err, code)
   end },
   { "GET", "^/v1/runs$", function()
     local rows = json.decode(engine.list_runs(true))
     return reply(200, { runs = rows })
   end },
-  { "GET", "^/v1/runs/([^/]+)$", function(_, id)
-    local run = engine.run_details(id)
-    if not run then return fail(404, "not_found", ("unknown run '%s'"):format(id)) end
-    return reply(200, run)
-  end },
+  { "GET", "^/v1/runs/([^/]+)$", function(_, id) return show(engine.run_details(id), "run", id) end },
   { "GET", "^/v1/runs/([^/]+)/events$", events_stream },
-  { "POST", "^/v1/runs/([^/]+)/cancel$", function(_, id)
-    local ok, status, code, message = engine.cancel(id)
-    if not ok then return api_fail(ok, status, code, message) end
-    return reply(202, { runId = id, status = "cancelling" })
-  end },
+  { "POST", "^/v1/runs/([^/]+)/cancel$", function(_, id) return cancel(id, "runId") end },
   { "GET", "^/v1/inputs$", function()
     return reply(200, { inputs = engine.inputs() })
   end },
   { "POST", "^/v1/inputs/([^/]+)$", function(req, id)
     local answer, err = decode_body(req)
-    if err then return fail(400, "bad_json", err) end
-    local ok, status, code, message = engine.answer(unescape(id), answer)
-    if not ok then return api_fail(ok, status, code, message) end
+    if err then return fail("bad_json", err) end
+    local ok, aerr = engine.answer(unescape(id), answer)
+    if not ok then return api_fail(aerr) end
     return reply(200, { requestId = unescape(id), outcome = "answered" })
   end },
   { "POST", "^/v1/sessions$", function(req)
@@ -275,46 +293,40 @@ local routes = {
     if req.body ~= "" then
       local err
       body, err = decode_body(req)
-      if err then return fail(400, "bad_json", err) end
+      if err then return fail("bad_json", err) end
     end
     if type(body) ~= "table" or (body.message ~= nil and type(body.message) ~= "string") then
-      return fail(400, "bad_request", "send {} or { message = \"...\" }")
+      return fail("bad_request", "send {} or { message = \"...\" }")
     end
-    if not engine.tools[session().TOOL] then
-      return fail(404, "not_found", "this agent has no agent.lua, so it cannot hold sessions")
+    if not engine.tools[session.TOOL] then
+      return fail("not_found", "this agent has no agent.lua, so it cannot hold sessions")
     end
-    local id, err, code = session().create(body.message)
-    if code == "store" then return api_fail(engine.store_unavailable(err)) end
-    if not id then return fail(500, "internal", err) end
+    local id, err, code = session.create(body.message)
+    if code == "store" then return call_fail(err, code) end
+    if not id then return fail("internal", err) end
     return reply(201, { sessionId = id })
   end },
-  { "GET", "^/v1/sessions/([^/]+)$", function(_, id)
-    local d = session().details(id)
-    if not d then return fail(404, "not_found", ("unknown session '%s'"):format(id)) end
-    return reply(200, d)
-  end },
+  { "GET", "^/v1/sessions/([^/]+)$", function(_, id) return show(session.details(id), "session", id) end },
   { "POST", "^/v1/sessions/([^/]+)$", function(req, id)
     local body, err = decode_body(req)
-    if err then return fail(400, "bad_json", err) end
-    local ok, status, code, message = session().send(id, body)
-    if not ok then return api_fail(ok, status, code, message) end
+    if err then return fail("bad_json", err) end
+    local ok, _, code, message = session.send(id, body)
+    if not ok then return fail(code, message) end
     return reply(202, { sessionId = id, accepted = true })
   end },
   { "GET", "^/v1/sessions/([^/]+)/stream$", function(req, id)
-    if not session().details(id) then return fail(404, "not_found", ("unknown session '%s'"):format(id)) end
+    if not session.details(id) then return unknown("session", id) end
     return events_stream(req, id)
   end },
   { "POST", "^/v1/sessions/([^/]+)/cancel$", function(_, id)
-    if not session().details(id) then return fail(404, "not_found", ("unknown session '%s'"):format(id)) end
-    local ok, status, code, message = engine.cancel(id)
-    if not ok then return api_fail(ok, status, code, message) end
-    return reply(202, { sessionId = id, status = "cancelling" })
+    if not session.details(id) then return unknown("session", id) end
+    return cancel(id, "sessionId")
   end },
   { "POST", "^/v1/hooks/([^/]+)$", function(req, token)
     local payload, err = decode_body(req)
-    if err then return fail(400, "bad_json", err) end
-    local kind, status, code, message = engine.deliver(unescape(token), payload, "hook")
-    if not kind then return api_fail(kind, status, code, message) end
+    if err then return fail("bad_json", err) end
+    local kind, derr = engine.deliver(unescape(token), payload, "hook")
+    if not kind then return api_fail(derr) end
     return reply(202, { ok = true })
   end },
 }
@@ -330,11 +342,10 @@ local REDACTED = "[redacted]"
 local function webhook(req, token)
   local recorded = {}
   for k, v in pairs(req.headers) do recorded[k] = SECRET_HEADERS[k] and REDACTED or v end
-  local kind, respond_or_status, code, message = engine.deliver(unescape(token), {
+  local kind, rw = engine.deliver(unescape(token), {
     method = req.method, headers = recorded, body = req.body, query = req.query, path = req.path,
   }, "webhook")
-  if not kind then return fail(respond_or_status, code, message) end
-  local rw = respond_or_status
+  if not kind then return api_fail(rw) end
   if rw then
     local headers = {}
     local ctype = "text/plain"
@@ -364,7 +375,7 @@ function M.handle(req)
   if path:sub(1, 4) == "/v1/" and config.token then
     local auth = req.headers.authorization or ""
     if not same(auth, "Bearer " .. config.token) then
-      return fail(401, "unauthorized", "this server needs 'Authorization: Bearer <MOOR_API_TOKEN>'",
+      return fail("unauthorized", "this server needs 'Authorization: Bearer <MOOR_API_TOKEN>'",
         "WWW-Authenticate: Bearer\r\n")
     end
   end
@@ -381,10 +392,10 @@ function M.handle(req)
     end
   end
   if allowed then
-    return fail(405, "method_not_allowed", ("%s %s is not a route; use %s"):format(req.method, path, allowed),
+    return fail("method_not_allowed", ("%s %s is not a route; use %s"):format(req.method, path, allowed),
       "Allow: " .. allowed .. "\r\n")
   end
-  return fail(404, "not_found", ("no route for %s %s"):format(req.method, path))
+  return fail("not_found", ("no route for %s %s"):format(req.method, path))
 end
 
 return M

@@ -15,6 +15,7 @@ local duration = require "moor.duration"
 local schema = require "moor.schema"
 local json = require "moor.json"
 local abort_signals = require "moor.signal"
+local conf = require "moor.conf"
 
 local M = {
   schema = schema,
@@ -224,7 +225,8 @@ function M._bind(tool, name, source_hash)
   local execute = invoker(tool[tool.entry])
   tool.invoke = execute
   if tool.shape.suspend == "workflow" then
-    tool.body = execute
+    -- The engine starts a body with its run's facts; the ctx is built here.
+    tool.body = function(input, facts) return execute(input, M._ctx(facts)) end
   else
     -- A plain tool runs as one step of its run: not replayed, not retried
     -- (eve does not retry authored tools), progress still published.
@@ -236,7 +238,7 @@ function M._bind(tool, name, source_hash)
   return tool
 end
 
-local DEFAULT_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
+local DEFAULT_POLICY = conf.STEP_POLICY
 
 local function make_policy(p)
   if p == nil then return DEFAULT_POLICY end
@@ -431,15 +433,18 @@ function M.AbortController()
   return ac
 end
 
-engine.extend_ctx = function(ctx)
-  add_stubs(ctx)
+--- The ctx of a workflow body, built from its run's facts (the engine's
+-- { callId, toolName, runId, abortSignal, session }): the one place it is made.
+function M._ctx(f)
+  local ctx = add_stubs { callId = f.callId, toolName = f.toolName, runId = f.runId, abortSignal = f.abortSignal,
+                          session = f.session }
   --- ctx.agent(name): a session with another agent (see moor.session).
   ctx.agent = function(name)
     need_body("ctx.agent")
     if type(name) ~= "string" then error("ctx.agent needs an agent name", 2) end
-    return require("moor.session").agent_handle(name, ctx)
+    return require("moor.session").agent_handle(name, ctx) -- here: moor.session requires moor (a cycle)
   end
-  ctx.agents = require("moor.session").agents_snapshot()
+  ctx.agents = require("moor.session").agents_snapshot() -- (the same cycle)
   --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
   --   | { status = "cancelled" } | { status = "unavailable" }
   ctx.ask = function(request, opts)
@@ -457,6 +462,7 @@ engine.extend_ctx = function(ctx)
     if not ok then error(v, 0) end
     return v
   end
+  return ctx
 end
 
 local Request = {}
@@ -527,8 +533,8 @@ function M.resumeHook(token, payload)
   if engine.in_body() then
     error("moor.resumeHook belongs in a step: a workflow body is replayed, so the delivery would repeat", 2)
   end
-  local kind, status, _, message = engine.deliver(token, payload == nil and json.null or payload)
-  if not kind then error(errors.new(status == 404 and "HookNotFound" or "HookError", message), 2) end
+  local kind, err = engine.deliver(token, payload == nil and json.null or payload)
+  if not kind then error(errors.new(err.code == "not_found" and "HookNotFound" or "HookError", err.message), 2) end
   return true
 end
 
@@ -620,7 +626,8 @@ end
 
 --- moor.load(dir): load an agent project (tools/, agent.lua, subagents/).
 function M.load(dir)
-  return engine.load_agent(dir)
+  -- required here: moor.loader requires moor (a real cycle)
+  return require("moor.loader").load(dir, engine)
 end
 
 --- moor.resume(): load every unfinished run from the database.

@@ -7,6 +7,8 @@
 -- (its own wins) or agent/tools/<name>.lua returns moor.disableTool().
 -- tools/subagent.lua makes the tool of each subagent the model can call.
 local core = require "moor.core"
+local moor = require "moor"
+local session = require "moor.session"
 
 local M = {}
 
@@ -76,7 +78,6 @@ end
 -- Returns the names it loaded (model-facing -> registered) and the names its
 -- files disable (moor.disableTool(): name -> path).
 local function load_tools(tools_dir, prefix, errs, loaded)
-  local moor = require "moor"
   local names, disabled = {}, {}
   for _, file in ipairs(sorted_lua_files(tools_dir)) do
     local name = file:sub(1, -5)
@@ -125,7 +126,6 @@ M.builtin_dir = builtin_dir
 -- factories = { name -> { make, hash, path } } } (a file that returns a
 -- function is a factory, as subagent.lua), or nil, message.
 function M.builtins()
-  local moor = require "moor"
   local dir, derr = builtin_dir()
   if not dir then return nil, derr end
   local out, errs = { tools = {}, factories = {} }, {}
@@ -149,7 +149,6 @@ end
 --- The tool that exposes subagent `name` (its agent definition `sub`) to
 -- the root model, made by tools/subagent.lua and bound to the name.
 function M.subagent_tool(name, sub, builtins)
-  local moor = require "moor"
   local b = builtins
   if not b then b = assert(M.builtins()) end
   local f = assert(b.factories.subagent, "moor's tools/subagent.lua is missing")
@@ -161,7 +160,6 @@ end
 --- Register the built-in tools an engine has no tool of that name for (an
 -- agent defined in a spec, as moor.testing.converse holds, sees them too).
 function M.register_builtins(engine)
-  local moor = require "moor"
   local b, err = M.builtins()
   if not b then error(err, 2) end
   for name, x in pairs(b.tools) do
@@ -197,7 +195,7 @@ local function load_agent_file(path, errs)
   local v, err = load_file(path)
   if err then
     errs[#errs + 1] = err
-  elseif not (type(v) == "table" and v.kind == "agent" and require("moor").isTool(v)) then
+  elseif not (type(v) == "table" and v.kind == "agent" and moor.isTool(v)) then
     errs[#errs + 1] = path .. ":1: agent.lua must return moor.defineAgent{ model, description, instructions }"
   else
     return v
@@ -206,7 +204,6 @@ end
 
 function M.load(dir, engine)
   dir = (dir or "agent"):gsub("/+$", "")
-  local moor = require "moor"
   local errs = {}
   local entries, lerr = core.listdir(dir)
   if not entries then
@@ -286,7 +283,6 @@ function M.load(dir, engine)
   end
   engine.agent = agent
   if agent then
-    local session = require "moor.session"
     agent.name = "agent"
     agent.toolset = root_tools
     for name, sub in pairs(subagents) do

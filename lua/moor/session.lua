@@ -11,12 +11,16 @@ local json = require "moor.json"
 local schema = require "moor.schema"
 local errors = require "moor.errors"
 local signals = require "moor.signal"
-local loader = require "moor.loader"
+local store = require "moor.store"
+local conf = require "moor.conf"
+local http_status = require "moor.http.status"
+local providers = require "moor.providers"
+local scripted = require "moor.providers.scripted"
 
 local M = {}
 
 M.TOOL = "moor__session"
-M.DEFAULT_MAX_STEPS = 20
+M.DEFAULT_MAX_STEPS = conf.MAX_STEPS
 
 local function inbox_token(run_id) return "session-" .. run_id end
 M.inbox_token = inbox_token
@@ -25,9 +29,9 @@ M.inbox_token = inbox_token
 -- moor.testing.script (a table marked kind = "scripted").
 local function resolve(model)
   if type(model) == "table" and model.kind == "scripted" then
-    return require("moor.providers.scripted").new(model.script)
+    return scripted.new(model.script)
   end
-  return require("moor.providers").resolve(model)
+  return providers.resolve(model)
 end
 
 -- I/O for a provider inside the model step: non-blocking fetch and sleep on
@@ -80,7 +84,7 @@ local function error_text(e)
   return tostring(e)
 end
 
-M.CONTENT_WARN_BYTES = 3 * 1024 * 1024
+M.CONTENT_WARN_BYTES = conf.CONTENT_WARN_BYTES
 
 -- What the model reads for a tool's output (toModelOutput when the tool has
 -- it): text, JSON text, or content parts. Hooks and the event stream always
@@ -303,8 +307,8 @@ end
 -- again (a crash between the delivery and the step's commit can: steps are
 -- at-least-once).
 local deliver_step = moor.step("agent.deliver", function(token, payload)
-  local kind, _, _, message = engine.deliver(token, payload)
-  if not kind then error(moor.FatalError(message)) end
+  local kind, err = engine.deliver(token, payload)
+  if not kind then error(moor.FatalError(err.message)) end
   return true
 end, { retries = 0 })
 M.deliver_step = deliver_step
@@ -321,10 +325,7 @@ M.agent_named = agent_named
 -- input channels), and never a message a workflow relayed (ctx.agent).
 local answer_step = moor.step("session.answer", function(run_ids, text, relayed)
   if relayed then return false end
-  local marks = {}
-  for i = 1, #run_ids do marks[i] = "?" end
-  local rows = core.query(("SELECT request_id, request FROM inputs WHERE status='pending' AND run_id IN (%s)")
-    :format(table.concat(marks, ",")), table.unpack(run_ids))
+  local rows = store.pending_inputs_of(run_ids)
   if not rows or #rows ~= 1 then return false end
   local req = json.decode(rows[1].request)
   if req.approval ~= nil or req.requiresPerson then return false end
@@ -457,8 +458,7 @@ end
 -- The inbox exists before the session's body first runs, so messages sent
 -- right away wait for it instead of getting 404.
 function M.inbox_setup(run_id)
-  core.exec("INSERT OR IGNORE INTO hooks(token, run_id, kind, created) VALUES(?,?,'hook',?)", inbox_token(run_id),
-    run_id, core.now())
+  store.ensure_hook(inbox_token(run_id), run_id, core.now())
 end
 
 --- ctx.agent(name) for a workflow body: a session handle. handle:send(message,
@@ -515,7 +515,6 @@ end
 
 --- The tool that exposes a subagent to the root model (unless tool = false):
 -- written on the public API in tools/subagent.lua; the loader binds it.
-M.subagent_tool = loader.subagent_tool
 
 --- ctx.agents: the callable agents by name, hidden ones included:
 -- { agent = { name, description, hidden }, researcher = {...}, ... }.
@@ -535,13 +534,15 @@ end
 ---------------------------------------------------------------------------
 -- the API's side
 
+local send -- below
+
 --- Start a session; with a first message when given. Returns the session id.
 function M.create(message)
   local id, err, code = engine.call(M.TOOL, "{}", { setup = M.inbox_setup })
   if not id then return nil, err, code end
   if message ~= nil then
-    local ok, _, _, msg = M.send(id, { message = message })
-    if not ok then return nil, msg end
+    local ok, serr = send(id, { message = message })
+    if not ok then return nil, serr.message end
   end
   return id
 end
@@ -549,10 +550,10 @@ end
 -- Is run_id the session or one of the runs under it (its tool calls, their
 -- subagents' sessions, ...)? Bounded walk up the parent chain.
 local function in_session(session_id, run_id)
-  for _ = 1, 64 do
+  for _ = 1, conf.SESSION_DEPTH do
     if run_id == session_id then return true end
-    local rows = core.query("SELECT parent_id FROM runs WHERE id=?", run_id)
-    run_id = rows and rows[1] and rows[1].parent_id
+    local row = store.run(run_id)
+    run_id = row and row.parent_id
     if not run_id then return false end
   end
   return false
@@ -560,54 +561,51 @@ end
 
 local function unknown_request(req_id)
   -- The same words as engine.answer's for an id that does not exist.
-  return nil, 404, "not_found", ("unknown input request '%s'; GET /v1/inputs lists pending ones"):format(req_id)
+  return errors.fail("not_found", ("unknown input request '%s'; GET /v1/inputs lists pending ones"):format(req_id))
 end
 
 -- Pending questions of the session's tree, oldest first.
 local function session_inputs(id)
-  local rows = core.query("WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
-    .. "ON runs.parent_id = tree.id) SELECT request_id FROM inputs WHERE status='pending' AND run_id IN "
-    .. "(SELECT id FROM tree) ORDER BY created, request_id", id)
-  return rows or {}
+  return store.pending_inputs_under(id) or {}
 end
 
 --- Send to a session: { message, turnPolicy? } or { inputResponses = {...} }.
--- Returns true or nil, status, code, message.
-function M.send(id, body)
+-- Returns true or nil, err = { code, message }.
+send = function(id, body)
   local run = engine.run_details(id)
-  if not run or run.tool ~= M.TOOL then return nil, 404, "not_found", ("unknown session '%s'"):format(id) end
-  if type(body) ~= "table" then return nil, 400, "bad_request", "send a JSON object" end
+  if not run or run.tool ~= M.TOOL then return errors.fail("not_found", ("unknown session '%s'"):format(id)) end
+  if type(body) ~= "table" then return errors.fail("bad_request", "send a JSON object") end
   local has_msg, has_resp = body.message ~= nil, body.inputResponses ~= nil
   if has_msg == has_resp then
-    return nil, 400, "bad_request", "send exactly one of message or inputResponses"
+    return errors.fail("bad_request", "send exactly one of message or inputResponses")
   end
   if has_msg then
     if type(body.message) ~= "string" or body.message == "" then
-      return nil, 400, "bad_request", "message must be a non-empty string"
+      return errors.fail("bad_request", "message must be a non-empty string")
     end
     local policy = body.turnPolicy or "steer"
     if policy ~= "steer" and policy ~= "queue" then
-      return nil, 400, "bad_request", "turnPolicy must be \"steer\" or \"queue\""
+      return errors.fail("bad_request", "turnPolicy must be \"steer\" or \"queue\"")
     end
-    local kind, status, code, msg = engine.deliver(inbox_token(id), { message = body.message, turnPolicy = policy })
-    if not kind then return nil, status, code, msg end
+    local kind, err = engine.deliver(inbox_token(id), { message = body.message, turnPolicy = policy })
+    if not kind then return nil, err end
     return true
   end
   if type(body.inputResponses) ~= "table" or #body.inputResponses == 0 then
-    return nil, 400, "bad_request", "inputResponses must be a non-empty list of { requestId, optionId? , text? }"
+    return errors.fail("bad_request", "inputResponses must be a non-empty list of { requestId, optionId? , text? }")
   end
   for _, r in ipairs(body.inputResponses) do
     if type(r) ~= "table" or type(r.requestId) ~= "string" then
-      return nil, 400, "bad_request", "each input response needs a requestId"
+      return errors.fail("bad_request", "each input response needs a requestId")
     end
     -- A request of another session is unknown here (nothing about it is told).
-    local owner = core.query("SELECT run_id FROM inputs WHERE request_id=?", r.requestId)
-    if not (owner and owner[1] and in_session(id, owner[1].run_id)) then return unknown_request(r.requestId) end
+    local owner = store.input(r.requestId)
+    if not (owner and in_session(id, owner.run_id)) then return unknown_request(r.requestId) end
   end
   for _, r in ipairs(body.inputResponses) do
-    local ok, status, code, msg = engine.answer(r.requestId, { optionId = r.optionId, text = r.text,
+    local ok, err = engine.answer(r.requestId, { optionId = r.optionId, text = r.text,
       callId = r.callId, inputHash = r.inputHash })
-    if not ok then return nil, status, code, msg end
+    if not ok then return nil, err end
   end
   return true
 end
@@ -616,17 +614,24 @@ end
 -- not reachable over HTTP): it answers the session's sole pending question
 -- when it fits (an in-process person channel, so an approval is bound to the
 -- request shown, as at a terminal prompt), else it is sent as a message.
--- Returns true or nil, status, code, message.
-function M.line(id, line)
+-- Returns true or nil, err = { code, message }.
+local function typed_line(id, line)
   local run = engine.run_details(id)
-  if not run or run.tool ~= M.TOOL then return nil, 404, "not_found", ("unknown session '%s'"):format(id) end
-  if type(line) ~= "string" or line == "" then return nil, 400, "bad_request", "a line must be non-empty" end
+  if not run or run.tool ~= M.TOOL then return errors.fail("not_found", ("unknown session '%s'"):format(id)) end
+  if type(line) ~= "string" or line == "" then return errors.fail("bad_request", "a line must be non-empty") end
   local pending = session_inputs(id)
   -- Refused (not an option, free text not allowed, already answered): then
   -- it is a message.
   if #pending == 1 and engine.answer_line(pending[1].request_id, line) then return true end
-  return M.send(id, { message = line })
+  return send(id, { message = line })
 end
+
+--- Send to a session: { message, turnPolicy? } or { inputResponses = {...} }.
+-- Returns true or nil, status, code, message (as the HTTP API answers).
+function M.send(id, body) return http_status.with_status(send(id, body)) end
+
+--- A line a person typed at moor chat (above): true or nil, status, code, message.
+function M.line(id, line) return http_status.with_status(typed_line(id, line)) end
 
 --- A session's state and transcript, from its event log.
 function M.details(id)

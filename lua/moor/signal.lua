@@ -8,7 +8,7 @@
 -- the engine delivers those in log order, live and in a replay alike; a
 -- controller's abort() runs in body code, which replays the same way. So a
 -- replayed wait settles at the same point as the live one did.
--- engine.abort (lua/moor/engine.lua) marks the signal aborted, withdraws the
+-- engine.abort (lua/moor/engine/waits.lua) marks the signal aborted, withdraws the
 -- questions asked with it, calls its listeners, then settles it as a future
 -- with the reason.
 local errors = require "moor.errors"

@@ -6,7 +6,11 @@
 -- Runs use the test database `moor test` opened, and the real engine: steps
 -- are recorded, timers really wait (use short durations), and t.restart(run)
 -- drops a run from memory and replays it from its log.
+local moor = require "moor"
 local engine = require "moor.engine"
+local session = require "moor.session"
+local http = require "moor.http"
+local store = require "moor.store"
 local core = require "moor.core"
 local json = require "moor.json"
 local loader = require "moor.loader"
@@ -20,7 +24,6 @@ local function resolve(tool)
     if not engine.tools[tool] then error("unknown tool '" .. tool .. "'", 3) end
     return tool
   end
-  local moor = require "moor"
   if not moor.isTool(tool) then error("moor.testing: pass a tool name or a defineTool/defineWorkflowTool value", 3) end
   if not tool.name then
     anon = anon + 1
@@ -81,8 +84,7 @@ end
 -- calls): { { requestId, runId, request }, ... }.
 function M.inputs(id)
   local ids = { [id] = true }
-  local rows = core.query("WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
-    .. "ON runs.parent_id = tree.id) SELECT id FROM tree", id)
+  local rows = store.run_tree(id)
   for _, r in ipairs(rows or {}) do ids[r.id] = true end
   local out = {}
   for _, q in ipairs(engine.inputs()) do
@@ -92,11 +94,12 @@ function M.inputs(id)
 end
 
 --- Answer a question as the HTTP API would: true or nil, status, code, message.
-M.answer = engine.answer
+function M.answer(...) return http.with_status(engine.answer(...)) end
 --- Cancel a run as the HTTP API would.
-M.cancel = engine.cancel
---- Deliver to a hook or webhook as the HTTP API would.
-M.deliver = engine.deliver
+function M.cancel(id) return http.with_status(engine.cancel(id)) end
+--- Deliver to a hook or webhook as the HTTP API would: its kind and
+-- respondWith, or nil, status, code, message.
+function M.deliver(...) return http.with_status(engine.deliver(...)) end
 
 --- One scheduler round: run what is ready now.
 function M.step() return engine.tick() end
@@ -128,15 +131,14 @@ end
 -- until it is idle, and returns { sessionId, events, results, transcript }.
 -- results are the action.result payloads; events the whole log, decoded.
 function M.converse(agent, messages, opts)
-  local session = require "moor.session"
   local saved = engine.agent
   engine.agent = agent
   if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
   loader.register_builtins(engine) -- the built-in tools (tools/), as for every agent
   local id = opts and opts.sessionId or assert(session.create())
   for _, m in ipairs(type(messages) == "table" and messages or { messages }) do
-    local ok, _, _, err = session.send(id, type(m) == "table" and m or { message = m })
-    if not ok then engine.agent = saved; error(err, 2) end
+    local ok, err = session.send(id, type(m) == "table" and m or { message = m })
+    if not ok then engine.agent = saved; error(err.message, 2) end
     M.drive(id, opts and opts.maxWait)
   end
   engine.agent = saved

@@ -26,6 +26,7 @@ function M.run(args)
   end
   if not has_pattern then table.insert(argv, 1, "--pattern=_spec") end
   local ok, err = pcall(function()
+    -- required here: busted is needed (and present) only when specs run
     require("busted.runner")({ standalone = false })
   end)
   os.exit = os_exit

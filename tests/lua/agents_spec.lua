@@ -2,6 +2,7 @@
 local moor = require "moor"
 local engine = require "moor.engine"
 local session = require "moor.session"
+local loader = require "moor.loader"
 local t = moor.testing
 local s = moor.schema
 
@@ -81,7 +82,7 @@ describe("ctx.agent", function()
   it("exposes a subagent to the root model as a tool named after it", function()
     local helper = moor.defineAgent { instructions = "help", description = "Helps.",
       model = t.script(function(turn) return "helped with " .. turn.messages[#turn.messages].content end) }
-    local tool = session.subagent_tool("helper", helper)
+    local tool = loader.subagent_tool("helper", helper)
     engine.register("helper", tool)
     local boss = moor.defineAgent { instructions = "boss", model = t.script(function(turn)
       if turn.n == 1 then return { toolCalls = { { name = "helper", input = { message = "taxes" } } } } end

@@ -9,16 +9,14 @@
 -- finishReason "stop", never as a tool call. The tool is named `moor__final_output` when an
 -- author's tool is already called `final_output`.
 local providers = require "moor.providers"
+local conf = require "moor.conf"
 
 local M = {}
 
 local DEFAULT_BASE = "https://api.anthropic.com"
 local VERSION = "2023-06-01"
-local DEFAULT_MAX_TOKENS = 4096
+local DEFAULT_MAX_TOKENS = conf.ANTHROPIC_MAX_TOKENS
 local NAME = "anthropic"
-
-M.VERSION = VERSION
-M.DEFAULT_MAX_TOKENS = DEFAULT_MAX_TOKENS
 
 local IMAGE_TYPES = { ["image/jpeg"] = true, ["image/png"] = true, ["image/gif"] = true, ["image/webp"] = true }
 
@@ -146,9 +144,7 @@ local STOP_REASONS = {
 }
 
 local function bad(base, what, body)
-  return nil, providers.fail("bad_response", ("anthropic: the server at %s answered 200 but %s (a Messages"
-    .. " response was expected): %s"):format(providers.display_url(base), what, providers.excerpt(body)),
-    { status = 200 })
+  return providers.bad_response("anthropic", base, "a Messages response", what, body)
 end
 
 --- Parse a decoded Messages response into moor's answer. raw is the body text.
@@ -211,22 +207,13 @@ function M.parse(v, raw, req, base)
   local input_tokens = (math.tointeger(usage.input_tokens) or 0)
     + (math.tointeger(usage.cache_creation_input_tokens) or 0)
     + (math.tointeger(usage.cache_read_input_tokens) or 0)
-  return {
-    message = { role = "assistant", content = content, toolCalls = calls },
-    usage = { inputTokens = input_tokens, outputTokens = math.tointeger(usage.output_tokens) or 0 },
-    finishReason = finish,
-    model = type(v.model) == "string" and v.model or req.model,
-  }
+  return providers.answer(v, req, content, calls, input_tokens, math.tointeger(usage.output_tokens) or 0, finish)
 end
 
 --- A provider for model (the part after "anthropic/"); env(name) reads the environment.
 function M.new(model, env)
-  local base = env("ANTHROPIC_BASE_URL")
-  if base == nil or base == "" then base = DEFAULT_BASE end
-  base = base:gsub("/+$", "")
+  local base, key = providers.endpoint(env, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", DEFAULT_BASE)
   local url = base:match("/v1$") and (base .. "/messages") or (base .. "/v1/messages")
-  local key = env("ANTHROPIC_API_KEY")
-  if key == "" then key = nil end
 
   local p = { name = NAME, model = model, baseUrl = providers.display_url(base) }
 

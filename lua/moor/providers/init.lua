@@ -13,19 +13,19 @@
 -- This file also holds what the clients share: sending with retries and classifying failures
 -- (M.send), error tables (M.fail), redaction, base64 and media-type helpers.
 -- API keys live only in closures: never in a returned value, an error message or a log line.
+local json = require "moor.json"
+local duration = require "moor.duration"
+local conf = require "moor.conf"
+
 local M = {}
 
-local DEFAULT_TIMEOUT = 120000   -- ms per HTTP request
-local MAX_RETRIES = 3            -- retries after the first attempt
-local MAX_TIMEOUT_RETRIES = 1    -- of which at most this many after a timeout
-local BACKOFF_BASE = 1000        -- ms: 1 s, 2 s, 4 s, ...
-local BACKOFF_CAP = 30000        -- ms
-local MAX_RETRY_AFTER = 60000    -- ms: a longer retry-after is handed to the caller (err.retryAfter)
-local EXCERPT = 200              -- bytes of a body quoted in an error
-
-M.DEFAULT_TIMEOUT = DEFAULT_TIMEOUT
-M.MAX_RETRIES = MAX_RETRIES
-M.MAX_RETRY_AFTER = MAX_RETRY_AFTER
+local DEFAULT_TIMEOUT = conf.MODEL_TIMEOUT
+local MAX_RETRIES = conf.MODEL_RETRIES
+local MAX_TIMEOUT_RETRIES = conf.MODEL_TIMEOUT_RETRIES
+local BACKOFF_BASE = conf.MODEL_BACKOFF
+local BACKOFF_CAP = conf.MODEL_BACKOFF_CAP
+local MAX_RETRY_AFTER = conf.MODEL_MAX_RETRY_AFTER
+local EXCERPT = conf.ERROR_EXCERPT
 
 local KNOWN = {
   openai = "moor.providers.openai",
@@ -169,19 +169,47 @@ function M.content_text(content)
   return tostring(content)
 end
 
+--- The server's base URL and API key from the environment: env(base_var)
+-- (default_base when unset or empty; trailing slashes dropped) and
+-- env(key_var) (nil when unset or empty).
+function M.endpoint(env, base_var, key_var, default_base)
+  local base = env(base_var)
+  if base == nil or base == "" then base = default_base end
+  local key = env(key_var)
+  if key == "" then key = nil end
+  return base:gsub("/+$", ""), key
+end
+
+--- A 200 whose body is not the response expected: nil and a bad_response
+-- error saying what was wrong (what), where (base) and what came (body).
+function M.bad_response(provider, base, expected, what, body)
+  return nil, M.fail("bad_response", ("%s: the server at %s answered 200 but %s (%s was expected): %s"):format(
+    provider, M.display_url(base), what, expected, M.excerpt(body)), { status = 200 })
+end
+
+--- The answer both APIs' replies come to (see the file's head), from the
+-- decoded reply v and the request r.
+function M.answer(v, r, content, calls, input_tokens, output_tokens, finish)
+  return {
+    message = { role = "assistant", content = content, toolCalls = calls },
+    usage = { inputTokens = input_tokens, outputTokens = output_tokens },
+    finishReason = finish,
+    model = type(v.model) == "string" and v.model or r.model,
+  }
+end
+
 function M.json()
-  return require "moor.json"
+  return json
 end
 
 function M.null()
-  return require("moor.json").null
+  return json.null
 end
 
 --- If a structured-output schema has no object root, wrap it as { value = schema } (both APIs
 -- want an object). Returns schema, wrapped.
 function M.object_schema(schema)
   if type(schema) == "table" and schema.type == "object" then return schema, false end
-  local json = M.json()
   return { type = "object", properties = { value = schema }, required = json.array { "value" },
     additionalProperties = false }, true
 end
@@ -191,7 +219,7 @@ function M.timeout_ms(v)
   if v == nil then return DEFAULT_TIMEOUT end
   if type(v) == "number" and v > 0 then return math.floor(v) end
   if type(v) == "string" then
-    local ms = require("moor.duration").parse(v)
+    local ms = duration.parse(v)
     if ms and ms > 0 then return ms end
   end
   return DEFAULT_TIMEOUT
@@ -252,7 +280,7 @@ end
 
 --- The server's own error message from an error body, redacted and shortened.
 local function server_message(body, secret)
-  local json = M.json()
+
   local v = type(body) == "string" and json.decode(body)
   local msg
   if type(v) == "table" then
@@ -295,7 +323,7 @@ end
 -- spec = { provider, url, base_url, headers, body, timeout (ms), secret (for redaction only),
 --          key_env, base_env, key_set, expected (what a good reply holds, for messages) }
 function M.send(io, spec)
-  local json = M.json()
+
   local secret = spec.secret
   local where = M.display_url(spec.url)
   local base = M.display_url(spec.base_url)
@@ -415,7 +443,7 @@ function M.resolve(model_id, env)
     return nil, M.fail("unknown_provider", ("unknown model provider '%s' in '%s': %s"):format(
       prefix, model_id, HINT))
   end
-  return require(module).new(model, env_reader(env))
+  return require(module).new(model, env_reader(env)) -- the provider named at run time
 end
 
 --- The provider names resolve knows.

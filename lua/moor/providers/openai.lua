@@ -128,9 +128,7 @@ function M.build_body(req, opts)
 end
 
 local function bad(base, what, body)
-  return nil, providers.fail("bad_response", ("openai: the server at %s answered 200 but %s (a Chat Completions"
-    .. " response was expected): %s"):format(providers.display_url(base), what, providers.excerpt(body)),
-    { status = 200 })
+  return providers.bad_response("openai", base, "a Chat Completions response", what, body)
 end
 
 --- Parse a decoded Chat Completions response into moor's answer. raw is the body text.
@@ -195,22 +193,13 @@ function M.parse(v, raw, req, base)
   local usage = type(v.usage) == "table" and v.usage or {}
   local finish = choice.finish_reason
   if finish == json.null or type(finish) ~= "string" then finish = calls and "tool_calls" or "stop" end
-  return {
-    message = { role = "assistant", content = content, toolCalls = calls },
-    usage = { inputTokens = math.tointeger(usage.prompt_tokens) or 0,
-              outputTokens = math.tointeger(usage.completion_tokens) or 0 },
-    finishReason = finish,
-    model = type(v.model) == "string" and v.model or req.model,
-  }
+  return providers.answer(v, req, content, calls, math.tointeger(usage.prompt_tokens) or 0,
+    math.tointeger(usage.completion_tokens) or 0, finish)
 end
 
 --- A provider for model (the part after "openai/"); env(name) reads the environment.
 function M.new(model, env)
-  local base = env("OPENAI_BASE_URL")
-  if base == nil or base == "" then base = DEFAULT_BASE end
-  base = base:gsub("/+$", "")
-  local key = env("OPENAI_API_KEY")
-  if key == "" then key = nil end
+  local base, key = providers.endpoint(env, "OPENAI_BASE_URL", "OPENAI_API_KEY", DEFAULT_BASE)
   local official = base:match("^https?://api%.openai%.com[:/]") ~= nil
     or base:match("^https?://api%.openai%.com$") ~= nil
 

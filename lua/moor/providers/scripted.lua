@@ -14,6 +14,8 @@
 -- and the answer has the real providers' shape. A reply that is none of these, a list that runs
 -- out, or a script function that raises is a failure too (codes bad_response, script_exhausted,
 -- script_error), so a test sees it as a failed model call.
+local json = require "moor.json"
+
 local M = {}
 
 local function fail(code, message, fields)
@@ -50,7 +52,6 @@ function M.answer(reply, n)
   local content = reply.text
   if content == nil then content = reply.content end
   if reply.data ~= nil then
-    local json = require "moor.json"
     local text, err = json.encode(reply.data)
     if not text then return nil, fail("bad_response", ("%s: data is not JSON: %s"):format(where, tostring(err))) end
     content = text

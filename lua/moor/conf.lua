@@ -1,0 +1,48 @@
+--- Every tunable of moor's Lua side, in one place (as Lua's luaconf.h; the C
+-- host's are in host/moorconf.h). Each is read where it is used, through
+-- this table, so a spec may change one for a while (engine.MAX_RESULT = ...
+-- writes here) and restore it.
+local M = {}
+
+-- The largest step result, model answer, tool result or progress snapshot, as
+-- JSON: 16 MiB, or $MOOR_MAX_RESULT (bytes, or with a KiB / MiB suffix).
+local function max_result(env)
+  if env == nil or env == "" then return 16 * 1024 * 1024 end
+  local n, unit = env:match("^%s*(%d+)%s*(%a*)%s*$")
+  local scale = ({ [""] = 1, b = 1, k = 1024, kib = 1024, m = 1024 * 1024, mib = 1024 * 1024 })[
+    unit and unit:lower() or ""]
+  n = n and math.tointeger(tonumber(n))
+  if not n or not scale or n * scale < 1024 then
+    error(("MOOR_MAX_RESULT must be a size of at least 1024 bytes, as 16777216 or 16MiB, not '%s'"):format(env), 0)
+  end
+  return n * scale
+end
+
+M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT")) -- bytes of JSON a result, answer or snapshot may hold
+M.HARNESS_TOOL_MAX_RESULT = 64 * 1024 -- seed 001's cap on a harness agent's tool result (not built yet)
+M.CANCEL_GRACE = 30000                -- ms a cancelled run's cleanup may take before it ends as cancelled
+M.DEFAULT_PORT = 7373                 -- moor dev's port when --listen names none (host/moorconf.h has its twin)
+M.public_url = "http://127.0.0.1:" .. M.DEFAULT_PORT -- base of webhook URLs; moor dev sets it to where it serves
+M.MAX_QUEUED = 1000                   -- deliveries queued per hook or webhook token, not yet taken by its run
+M.MAX_QUEUED_BYTES = 4 * 1024 * 1024  -- bytes of queued delivery payloads per token
+M.MAX_DELIVERY = 1024 * 1024 + 65536  -- bytes of one delivery's payload as JSON (a 1 MiB body plus headers)
+M.COMPACT_EVERY = 256                 -- scheduler rounds between sweeps of settled runs' timers
+-- open SSE streams per run (429 beyond): a client cannot pin the host with streams
+M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 32
+-- a step's retry policy when moor.step is given none: 3 retries, 1 s doubling up to 60 s
+M.STEP_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
+M.CONTENT_WARN_BYTES = 3 * 1024 * 1024 -- content parts a tool sends the model above which a warning is logged
+M.SESSION_DEPTH = 64                   -- parent links followed from a run to its outermost session
+M.MAX_STEPS = 20                       -- model steps a session's turn takes when the agent sets no maxSteps
+
+-- model providers (lua/moor/providers/)
+M.MODEL_TIMEOUT = 120000               -- ms per model HTTP request when the agent sets no modelTimeout
+M.MODEL_RETRIES = 3                    -- retries of a failed model request after the first attempt
+M.MODEL_TIMEOUT_RETRIES = 1            -- of which at most this many after a timeout
+M.MODEL_BACKOFF = 1000                 -- ms before the first retry, doubling: 1 s, 2 s, 4 s, ...
+M.MODEL_BACKOFF_CAP = 30000            -- ms: the longest backoff between retries
+M.MODEL_MAX_RETRY_AFTER = 60000        -- ms: a longer retry-after is handed to the caller (err.retryAfter)
+M.ERROR_EXCERPT = 200                  -- bytes of a server's body quoted in an error
+M.ANTHROPIC_MAX_TOKENS = 4096          -- max_tokens of an Anthropic request that names none
+
+return M

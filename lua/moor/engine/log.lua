@@ -1,0 +1,187 @@
+--- The log: appending a run's events, the open transaction they belong to,
+-- the group commit, and handing committed events to their listeners (the C
+-- embedder's and engine.subscribe's: the HTTP event streams). Also the log's
+-- vocabulary: which event kinds carry an op's result and which op each
+-- belongs to. A child run's questions and progress are mirrored onto its
+-- parent's log here, as they are appended.
+local store = require "moor.store"
+local core = require "moor.core"
+local json = require "moor.json"
+local S = require "moor.engine.state"
+
+local M = {}
+
+local encode = json.encode
+local now_ms = core.now
+
+-- Log kinds that carry an op's result, and the op kind each event belongs to.
+M.COMPLETIONS = { ["step.result"] = true, ["step.error"] = true, ["timer.fired"] = true,
+                  ["input.resolved"] = true, ["hook.created"] = true, ["hook.received"] = true,
+                  ["child.started"] = true, ["child.settled"] = true }
+M.OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
+             ["step.started"] = "step", ["hook.waiting"] = "hook.await", ["child.waiting"] = "child.await",
+             ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
+             ["input.requested"] = "ask", ["input.resolved"] = "ask",
+             ["hook.created"] = "hook", ["hook.received"] = "hook.await",
+             ["child.started"] = "child", ["child.settled"] = "child.await" }
+
+local emitted, nemitted = {}, 0 -- events for the listeners, committed or in the open transaction
+
+-- The open transaction (every write between two commits, host/store.c):
+-- the index in `emitted` of its first event, and the runs it appended to.
+-- When its COMMIT fails the store rolls it back, and the engine takes back
+-- what it holds of it in memory too (discard, below).
+local tx_first = nil
+local tx_runs = {}
+
+--- The cause while commits fail (nil while they work): the API answers
+-- writes 503 and the host retries the engine's round with a backoff.
+M.store_error = nil
+
+-- A child's questions, progress and agent.started also appear on its
+-- parent's stream (a session shows its tool calls' questions and subagents): as non-op events, which replay
+-- ignores, so they can be appended at any time.
+local MIRROR = { ["input.requested"] = true, ["input.resolved"] = true, ["progress"] = "action.partial",
+                 ["agent.started"] = true }
+local append
+
+local function mirror(child, kind, payload)
+  local m = MIRROR[kind]
+  if not m then return end
+  local p = S.runs[child.parent_id]
+  local out_kind = m == true and kind or m
+  local text = payload
+  if m ~= true then
+    text = ('{"callId":%s,"runId":%s,"output":%s}'):format(encode(child.call_id), encode(child.id), payload)
+  end
+  if p and not p.settled then
+    append(p, nil, out_kind, child.tool_name, text)
+  else
+    local row = store.run(child.parent_id)
+    if row and row.status == "running" then
+      store.append(child.parent_id, store.last_seq(child.parent_id) + 1, nil, out_kind, child.tool_name, text,
+        now_ms())
+    end
+  end
+end
+
+--- Append an event to run r's log (op: its op number, or nil for a run-level
+-- event). Returns its seq and time. Raises when the store refuses it.
+append = function(r, op, kind, name, payload)
+  if r.parent_id then mirror(r, kind, payload) end
+  local seq = r.seq + 1
+  r.seq = seq
+  local t = now_ms()
+  local ok, err = store.append(r.id, seq, op, kind, name, payload, t)
+  if not ok then error("cannot record event: " .. tostring(err), 0) end
+  if not tx_first then tx_first = nemitted + 1 end
+  tx_runs[r] = true
+  -- Handed to the embedder's listener and the event streams after the commit.
+  nemitted = nemitted + 1
+  emitted[nemitted] = { r.id, seq, kind, name, payload, t, op }
+  return seq, t
+end
+M.append = append
+
+--- Append to the log of a run that is not in memory (no process drives it, or
+-- it has not been resumed yet); `moor resume` replays it in order.
+function M.append_offline(run_id, op, kind, name, payload)
+  local ok, err = store.append(run_id, store.last_seq(run_id) + 1, op, kind, name, payload, now_ms())
+  if not ok then error("cannot record event: " .. tostring(err), 0) end
+end
+
+--- Subscribe to committed events: fn(run_id, seq, kind, name, payload, time, op),
+-- op as the log records it (nil for run-level events). Returns an unsubscribe function.
+local subscribers = {}
+function M.subscribe(fn)
+  subscribers[#subscribers + 1] = fn
+  return function()
+    for i, f in ipairs(subscribers) do
+      if f == fn then table.remove(subscribers, i) return end
+    end
+  end
+end
+
+--- Hand the committed events to the listeners (those of an open transaction
+-- wait for its commit).
+function M.flush()
+  local c_listener = core.has_listener()
+  local upto = tx_first and tx_first - 1 or nemitted
+  for i = 1, upto do
+    local e = emitted[i]
+    if c_listener then core.emit(e[1], e[2], e[3], e[4], e[5]) end
+    for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
+    emitted[i] = nil
+  end
+  if upto < nemitted then
+    table.move(emitted, upto + 1, nemitted, 1)
+    for i = nemitted - upto + 1, nemitted do emitted[i] = nil end
+    tx_first = 1
+  end
+  nemitted = nemitted - upto
+end
+
+---------------------------------------------------------------------------
+-- a failed commit (a full disk, an immutable WAL): nothing of it was recorded
+
+-- Runs a failed commit took back, loaded again from their logs at the start
+-- of the next round (not at once: the failure can surface deep inside a
+-- body, a step's completion or a run's own ending).
+local reload_ids, reload_set = {}, {}
+
+-- The store rolled the transaction back; take it back in memory as well, so
+-- that an answered error means nothing happened: its events are never handed
+-- out, and every run it touched is dropped and loaded again from its log (a
+-- restart in miniature: work that ran in it, steps included, runs again, as
+-- after a kill -9 before the commit).
+local function discard()
+  if tx_first then
+    for i = tx_first, nemitted do emitted[i] = nil end
+    nemitted = tx_first - 1
+  end
+  local touched = tx_runs
+  tx_first, tx_runs = nil, {}
+  local keep, n = {}, 0
+  for i = 1, S.npending do
+    local p = S.pending[i]
+    if not touched[p[1]] then n = n + 1; keep[n] = p end
+  end
+  S.pending, S.npending = keep, n
+  for r in pairs(touched) do
+    if not reload_set[r.id] then
+      reload_set[r.id] = true
+      reload_ids[#reload_ids + 1] = r.id
+    end
+    r.settled = true
+    if S.runs[r.id] == r then
+      r.status = "running" -- not ended: no cleanup runs and nobody is told it settled
+      S.drop(r)
+    end
+  end
+end
+
+--- The ids of the runs failed commits took back since the last call, sorted.
+function M.take_reloads()
+  if not reload_ids[1] then return nil end
+  local ids = reload_ids
+  reload_ids, reload_set = {}, {}
+  table.sort(ids) -- a fixed order, as resume_all has
+  return ids
+end
+
+--- Every commit goes through here. Returns true, or nil and the cause (the
+-- transaction is gone, in the file and in memory).
+function M.commit()
+  local ok, err = store.commit()
+  if ok then
+    tx_first = nil
+    if next(tx_runs) then tx_runs = {} end
+    if err then M.store_error = nil end -- (err: a transaction was written)
+    return true
+  end
+  M.store_error = tostring(err)
+  discard()
+  return nil, M.store_error
+end
+
+return M

@@ -1,0 +1,319 @@
+--- Runs' lifecycle: creating a run (call), starting its body, ending it
+-- (completed, failed, cancelled: the result checked and recorded, its waits
+-- released, its parent told), cancelling and steering it, and child runs (a
+-- body starts a tool as its own run and parks until it settles).
+-- The world's entry points here return true, or nil and err = { code, message }.
+local store = require "moor.store"
+local core = require "moor.core"
+local json = require "moor.json"
+local errors = require "moor.errors"
+local schema = require "moor.schema"
+local conf = require "moor.conf"
+local log = require "moor.engine.log"
+local sched = require "moor.engine.sched"
+local timers = require "moor.engine.timers"
+local waits = require "moor.engine.waits"
+local signals = require "moor.signal"
+local S = require "moor.engine.state"
+
+local M = {}
+
+local co_status, co_close = coroutine.status, coroutine.close
+local encode, decode = json.encode, json.decode
+local now_ms = core.now
+local append, complete, ready = log.append, sched.complete, sched.ready
+
+M.TOO_LARGE = "; return a summary, or write the data to a file and return its path "
+  .. "(or raise the limit with $MOOR_MAX_RESULT)"
+
+--- Close the run's parked threads with coroutine.close: their pending
+-- to-be-closed variables run now, once, outside the scheduler, so they cannot
+-- wait: a step or op there raises `why`. Returns the first error one raised.
+function M.close_threads(r, why)
+  local first
+  local saved_run, saved_body, saved_closing = S.current_run, S.in_body, S.closing
+  S.current_run, S.in_body, S.closing = r, true, why
+  for _, th in ipairs(r.threads) do
+    if not th.dead and co_status(th.co) == "suspended" then
+      th.dead = true
+      local ok, err = co_close(th.co)
+      if not ok and first == nil then first = err end
+    end
+    th.dead = true
+  end
+  S.current_run, S.in_body, S.closing = saved_run, saved_body, saved_closing
+  return first
+end
+
+local function settled_payload(row)
+  return encode({ runId = row.id, status = row.status,
+    result = row.result and decode(row.result) or nil, error = row.error and decode(row.error) or nil })
+end
+
+-- A child settled: the parent parked on it gets its outcome.
+local function notify_parent(child)
+  local p = S.runs[child.parent_id]
+  local op = p and p.child_waiting[child.id]
+  if not op then return end -- the parent looks the run up when it awaits it
+  p.child_waiting[child.id] = nil
+  complete(p, op, "child.settled", "await", settled_payload(store.run(child.id)))
+end
+
+--- The run's body is over (or it is dropped from memory: status "running").
+function M.end_run(r, status)
+  r.settled = true
+  r.status = status
+  if status == "running" then
+    -- Dropped from memory to be replayed (t.restart): not ended, so no
+    -- cleanup runs and nobody is told it settled.
+    return S.drop(r)
+  end
+  if r.parent_id then notify_parent(r) end
+  -- A run that ends takes the runs it started with it (an agent's session).
+  for _, k in ipairs(store.running_children(r.id) or {}) do M.cancel(k.id) end
+  M.close_threads(r, "the run has ended") -- branches still parked (a lost race)
+  S.drop(r)
+end
+
+--- End run r: ok and the body's value, or false and what it raised.
+function M.finish_run(r, ok, v)
+  if r.settled then return end
+  waits.release(r)
+  if r.cancelling then
+    -- After a cancel the result is discarded, whatever the body did.
+    local e = not ok and errors.normalize(v) or nil
+    local text = encode({ code = "Cancelled", message = r.cancel_reason or "the run was cancelled",
+      cleanupError = e and e.code ~= "Cancelled" and e or nil })
+    append(r, nil, "run.cancelled", r.tool_name, text)
+    store.fail_run(r.id, "cancelled", text, now_ms())
+    return M.end_run(r, "cancelled")
+  end
+  if ok then
+    if v == nil then v = r.last_progress end
+    if v == nil then v = json.null end
+    local text, err, kind = encode(v, conf.MAX_RESULT, "result")
+    if text and r.tool.outputSchema then
+      local vok, verr = schema.validate(r.tool.outputSchema, decode(text), "result")
+      if not vok then text, err, kind = nil, "the result does not match outputSchema: " .. verr, "schema" end
+    end
+    if text then
+      append(r, nil, "run.completed", r.tool_name, text)
+      store.complete_run(r.id, text, now_ms())
+      return M.end_run(r, "completed")
+    end
+    if kind == "size" then
+      err = err .. M.TOO_LARGE
+    end
+    v = errors.new(kind == "size" and "ResultTooLarge" or "InvalidResult", err)
+  end
+  local e = errors.normalize(v)
+  local text = encode({ code = e.code, message = e.message })
+  -- The log keeps where a tool's error(msg) was raised (moor logs); the run's
+  -- error (the API, a parent session's model) is the message as written.
+  append(r, nil, "run.failed", r.tool_name, e.where and encode({ code = e.code, message = e.message,
+    where = e.where }) or text)
+  store.fail_run(r.id, "failed", text, now_ms())
+  M.end_run(r, "failed")
+end
+
+--- A cancel reaches the run (live, or replayed at its place in the log): abort
+-- ctx.abortSignal, raise moor.Cancelled at every op a branch is parked on,
+-- and give cleanup a grace period before the run ends as cancelled.
+function M.apply_cancel(r)
+  if r.cancelling or r.settled then return end
+  r.cancelling = true
+  local ops = {}
+  for n in pairs(r.waiters) do ops[#ops + 1] = n end
+  table.sort(ops) -- a fixed order, so replay wakes the branches the same way
+  for _, n in ipairs(ops) do
+    local th = r.waiters[n]
+    r.waiters[n] = nil
+    waits.withdraw(r, n, false)
+    local token = r.hook_ops[n]
+    local q = token and r.hook_waiting[token]
+    if q then
+      for i = #q, 1, -1 do
+        if q[i] == n then table.remove(q, i) end
+      end
+    end
+    for child, op in pairs(r.child_waiting) do
+      if op == n then
+        r.child_waiting[child] = nil
+        M.cancel(child) -- a cancelled parent cancels the run it waits on
+      end
+    end
+    ready(th, false, errors.Cancelled("the run was cancelled"))
+  end
+  -- After the parked ops: the signal's questions were withdrawn above.
+  waits.abort(r.signal, "cancelled")
+  timers.add(r, now_ms() + conf.CANCEL_GRACE, function()
+    if r.settled then return end
+    r.cancel_reason = ("the run was cancelled; cleanup did not finish within the %d s grace period"):format(
+      conf.CANCEL_GRACE // 1000)
+    -- What cleanup is still pending runs now, without steps (see close_threads).
+    local cerr = M.close_threads(r, "the cancel grace period is over")
+    M.finish_run(r, false, cerr ~= nil and cerr or errors.Cancelled(r.cancel_reason)) -- cerr: the cleanupError
+  end)
+end
+
+--- xorshift64*: math.random in a body is seeded per run, so replay draws the
+-- same numbers.
+function M.random(r)
+  local x = r.rng
+  x = x ~ (x >> 12)
+  x = x ~ (x << 25)
+  x = x ~ (x >> 27)
+  r.rng = x
+  return x * 2685821657736338717
+end
+
+--- A run in memory from its row (not yet started).
+function M.new_run(row, tool)
+  return {
+    id = row.id, tool_name = row.tool, tool = tool, call_id = row.call_id,
+    seq = 0, nops = 0, max_op = 0, nready = 0,
+    started = row.started, now = row.started,
+    recorded = {}, waiters = {}, threads = {}, versions = {},
+    replay = {}, rpos = 1, nreplay = 0, deferred = {},
+    asks = {}, hook_ops = {}, hook_waiting = {}, channel = row.channel or "default",
+    parent_id = row.parent_id, child_waiting = {}, session = row.session,
+    rng = (row.seed ~= 0 and row.seed or 0x9E3779B97F4A7C15),
+    status = "running",
+  }
+end
+
+--- Start r's body. It gets the run's facts, from which the authoring API
+-- (lua/moor/init.lua, moor._bind) builds the ctx the tool sees:
+-- { callId, toolName, runId, abortSignal, session = { id?, turnId? } }.
+function M.start_main(r, input)
+  r.signal = signals.new()
+  local facts = {
+    callId = r.call_id, toolName = r.tool_name, runId = r.id, abortSignal = r.signal,
+    -- The session whose tool call this run serves: { id, turnId }; {} outside one.
+    session = { id = r.session and r.session.id, turnId = r.session and r.session.turnId },
+  }
+  r.main = sched.new_thread(r, r.tool.body, input, facts)
+  S.runs[r.id] = r
+  S.nruns = S.nruns + 1
+  ready(r.main, nil)
+end
+
+local function new_id(prefix)
+  return prefix .. ("%011x"):format(now_ms()) .. (core.random_bytes(6):gsub(".", function(c)
+    return ("%02x"):format(c:byte())
+  end))
+end
+
+--- Start a run of tool `name` with input (JSON text or a value). opts:
+-- { noInput, callId, parent, parentOp, session, setup(id) }. Returns the
+-- run id and call id, or nil, message, code ("unknown", "json", "input",
+-- "store": host/moor.c reads "unknown" and "json"; a child.started error
+-- records them).
+function M.call(name, input_json, opts)
+  local tool = S.tools[name]
+  if not tool then
+    local names = {}
+    for k in pairs(S.tools) do
+      -- (built-in tools and a subagent's own tools, "<agent>.<tool>", are not listed)
+      if k:sub(1, 6) ~= "moor__" and not k:find(".", 1, true) then names[#names + 1] = k end
+    end
+    table.sort(names)
+    return nil, ("unknown tool '%s'; this agent has: %s"):format(name,
+      #names > 0 and table.concat(names, ", ") or "(no tools)"), "unknown"
+  end
+  local input, err = input_json, nil
+  if type(input_json) == "string" then input, err = decode(input_json) end
+  if err then return nil, "the input is not valid JSON: " .. err, "json" end
+  local ok, verr = schema.validate(tool.inputSchema, input, "input")
+  if not ok then
+    return nil, ("input refused by tool '%s': %s"):format(name, verr), "input"
+  end
+  local text = encode(input)
+  opts = opts or {}
+  local row = { id = new_id("run_"), tool = name, entry = tool.entry, input = text,
+                call_id = opts.callId or new_id("call_"), source_hash = tool.source_hash,
+                seed = string.unpack("<i8", core.random_bytes(8)), started = now_ms(),
+                channel = opts.noInput and "none" or "default", parent_id = opts.parent, parent_op = opts.parentOp,
+                session = opts.session }
+  local inserted, e = store.insert_run(row)
+  if not inserted then return nil, e, "store" end
+  local r = M.new_run(row, tool)
+  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id, parentId = opts.parent,
+    session = opts.session }))
+  if opts.setup then opts.setup(row.id) end
+  -- The run is durable before its id is handed out.
+  local cok, cerr = log.commit()
+  if not cok then return nil, cerr, "store" end
+  M.start_main(r, decode(text))
+  return row.id, row.call_id
+end
+
+--- Op: start a child run (spec = { tool, input, callId?, setup?, session? }).
+function M.start_child(r, n, spec)
+  -- A crash between the child's commit and this op's result: reuse the run.
+  local existing = store.child_of(r.id, n)
+  if existing then
+    return complete(r, n, "child.started", spec.tool, encode({ runId = existing }))
+  end
+  local id, err, code = M.call(spec.tool, encode(spec.input == nil and {} or spec.input),
+    { parent = r.id, parentOp = n, callId = spec.callId, noInput = r.channel == "none", setup = spec.setup,
+      session = spec.session })
+  if not id then
+    return complete(r, n, "child.started", spec.tool, encode({ error = { code = code, message = err } }))
+  end
+  complete(r, n, "child.started", spec.tool, encode({ runId = id }))
+end
+
+--- Op: park until child run child_id settles.
+function M.await_child(r, n, child_id)
+  local row = store.run(child_id)
+  if not row then
+    return complete(r, n, "child.settled", "await", encode({ runId = child_id, status = "failed",
+      error = { code = "NotFound", message = "unknown run " .. tostring(child_id) } }))
+  end
+  if row.status ~= "running" then return complete(r, n, "child.settled", "await", settled_payload(row)) end
+  sched.mark_waiting(r, n, "child.waiting", "await", encode({ runId = child_id }))
+  r.child_waiting[child_id] = n
+end
+
+-- Record a run-level event (run.cancel, run.abort) and deliver it in log
+-- order; a run not in memory gets it when it resumes.
+local function signal_run(run_id, kind)
+  local r = S.runs[run_id]
+  local payload = encode({ requested = now_ms() })
+  if r then
+    local _, t = append(r, nil, kind, nil, payload)
+    sched.queue_delivery(r, { r, nil, kind, payload, t })
+  else
+    log.append_offline(run_id, nil, kind, nil, payload)
+  end
+end
+
+--- Abort a running run's ctx.abortSignal without cancelling it (a session's
+-- steering message). Returns true, or nil, err.
+function M.steer(run_id)
+  local row = store.run(run_id)
+  if not row then return errors.fail("not_found", ("unknown run '%s'"):format(run_id)) end
+  if row.status ~= "running" then return true end
+  signal_run(run_id, "run.abort")
+  local ok, err = log.commit()
+  if not ok then return errors.store_unavailable(err) end
+  return true
+end
+
+--- Cancel a run. Returns true, or nil, err.
+function M.cancel(run_id)
+  local row = store.run(run_id)
+  if not row then return errors.fail("not_found", ("unknown run '%s'"):format(run_id)) end
+  if row.status ~= "running" then
+    return errors.fail("already_settled", ("run '%s' is already %s"):format(run_id, row.status))
+  end
+  if row.cancel_requested == 1 then return true end -- logged once; it is on its way
+  store.request_cancel(run_id, now_ms())
+  signal_run(run_id, "run.cancel")
+  local ok, err = log.commit()
+  if not ok then return errors.store_unavailable(err) end
+  return true
+end
+
+return M

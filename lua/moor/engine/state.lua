@@ -1,0 +1,36 @@
+--- The engine's shared state: the runs in memory, the ready queue, the
+-- results waiting for a commit, and what is executing now. Every part of
+-- lua/moor/engine/ reads and writes it here (fields, not upvalues, because
+-- several files share them); nothing here does work but dropping a run.
+local S = {}
+
+-- A body yields (OP, kind, name, spec) to ask for a durable op; any other
+-- yield is a progress snapshot (DESIGN.md, "The op protocol").
+S.OP = setmetatable({}, { __name = "moor.op", __tostring = function() return "moor.op" end })
+-- A step yields (IO, start) to park on I/O (moor.fetch, a provider's backoff).
+S.IO = setmetatable({}, { __name = "moor.io" })
+
+S.tools = {}            -- name -> loaded tool definition (engine.tools)
+S.runs = {}             -- id -> run, for runs in memory
+S.nruns = 0
+S.runq, S.qhead, S.qtail = {}, 1, 0 -- threads ready to resume (FIFO: deterministic)
+S.pending, S.npending = {}, 0       -- completions appended, not yet committed
+S.replaying = {}        -- runs still answering ops from their log (array)
+S.io_inflight = 0       -- steps parked on I/O
+
+S.current_run = nil     -- the run whose body is executing
+S.in_body = false       -- true while a body (not a step) executes
+S.closing = nil         -- why ops are refused: a run's parked threads are being closed
+S.step_info = nil       -- the step executing now, for moor.stepInfo()
+
+--- Forget a run held in memory (it ended, or it is to be loaded again from
+-- its log): its threads never run again.
+function S.drop(r)
+  for _, th in ipairs(r.threads) do th.dead = true end
+  if S.runs[r.id] then
+    S.runs[r.id] = nil
+    S.nruns = S.nruns - 1
+  end
+end
+
+return S

@@ -1,0 +1,146 @@
+--- Steps and progress: running a step's function in its own coroutine
+-- (parking it on I/O when it yields IO), recording its result or error,
+-- retrying it on a timer with backoff, and recording progress snapshots.
+local core = require "moor.core"
+local json = require "moor.json"
+local errors = require "moor.errors"
+local duration = require "moor.duration"
+local conf = require "moor.conf"
+local log = require "moor.engine.log"
+local sched = require "moor.engine.sched"
+local timers = require "moor.engine.timers"
+local runs = require "moor.engine.runs"
+local S = require "moor.engine.state"
+
+local M = {}
+
+local co_create, co_resume, co_status, co_yield, co_close =
+  coroutine.create, coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
+local pack, unpack = table.pack, table.unpack
+local encode = json.encode
+local now_ms = core.now
+local OP, IO = S.OP, S.IO
+
+--- A progress snapshot v from run r's body or step. Returns false when the
+-- run failed instead (a snapshot that cannot be recorded).
+function M.progress(r, v)
+  r.last_progress = v
+  if sched.behind_log(r) then return true end
+  local text, err = encode(v, conf.MAX_RESULT, "progress")
+  if not text then
+    runs.finish_run(r, false, errors.new("InvalidProgress", err))
+    return false
+  end
+  -- Snapshots are last-write-wins: the same one again (a body replayed to
+  -- where it last reported) is not news.
+  if text == r.last_progress_text then return true end
+  r.last_progress_text = text
+  log.append(r, nil, "progress", nil, text)
+  return true
+end
+
+local function backoff(policy, attempt)
+  local d = policy.backoff * policy.factor ^ (attempt - 1)
+  if d > policy.maxBackoff then d = policy.maxBackoff end
+  return math.floor(d)
+end
+
+local step_done, exec_step
+
+-- Run a step's coroutine until it returns, raises, or parks on I/O.
+local function step_run(r, n, name, spec, attempt, co, info, ...)
+  S.step_info = info
+  local ok, v, w = co_resume(co, ...)
+  while ok and co_status(co) == "suspended" do
+    if v == IO then
+      S.step_info = nil
+      if not info.marked then
+        -- A step parked on I/O leaves a mark, as a waiting op does.
+        info.marked = true
+        sched.mark_waiting(r, n, "step.started", name, "{}")
+      end
+      local resumed = false
+      S.io_inflight = S.io_inflight + 1
+      local started, serr = pcall(w, function(...)
+        if resumed then return end
+        resumed = true
+        S.io_inflight = S.io_inflight - 1
+        if r.settled or not r.waiters[n] then co_close(co); return end
+        step_run(r, n, name, spec, attempt, co, info, ...)
+      end)
+      if not started and not resumed then
+        resumed = true
+        S.io_inflight = S.io_inflight - 1
+        S.step_info = info
+        ok, v, w = co_resume(co, nil, tostring(serr))
+      else
+        return
+      end
+    elseif v ~= OP and not M.progress(r, v) then
+      co_close(co)
+      S.step_info = nil
+      return
+    else
+      S.step_info = info
+      ok, v, w = co_resume(co)
+    end
+  end
+  S.step_info = nil
+  if ok then ok, v = v, w else co_close(co) end -- (false: raised past the pcall)
+  step_done(r, n, name, spec, attempt, ok, v)
+end
+
+step_done = function(r, n, name, spec, attempt, ok, v)
+  if r.settled or not r.waiters[n] then return end
+  if ok then
+    local text, err, kind = encode(v, conf.MAX_RESULT, "result")
+    if text then return sched.complete(r, n, "step.result", name, text) end
+    v = errors.FatalError(("step '%s' returned a value that cannot be recorded: %s%s"):format(name, err,
+      kind == "size" and runs.TOO_LARGE or ""))
+  end
+  local e = errors.normalize(v)
+  if e.code ~= "FatalError" and e.code ~= "NotSupported" and attempt <= spec.policy.retries then
+    local delay = e.retryAfter
+    if delay ~= nil then delay = duration.parse(delay) end
+    delay = delay or backoff(spec.policy, attempt)
+    local due = now_ms() + delay
+    log.append(r, n, "step.retry", name, encode({ attempt = attempt, error = e, retryAt = due }))
+    timers.add(r, due, function() exec_step(r, n, name, spec, attempt + 1) end)
+  else
+    sched.complete(r, n, "step.error", name, encode({ attempt = attempt, error = e }))
+  end
+end
+
+--- Run attempt `attempt` of step op n (spec = { fn, args, policy }).
+exec_step = function(r, n, name, spec, attempt)
+  if r.settled or not r.waiters[n] then return end
+  local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
+                 signal = r.signal }
+  -- A step, as a branch (new_thread), runs under pcall in its coroutine.
+  step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
+end
+M.exec = exec_step
+
+--- Inside a step: park the step on I/O. start(resume) begins it; the step
+-- continues with what resume is given. Returns those values.
+function M.io(start)
+  if not S.step_info or S.in_body then
+    error("I/O that parks (moor.fetch) belongs in a step or a plain tool", 3)
+  end
+  return co_yield(IO, start)
+end
+
+-- A step op. When the log already holds this op's result (a replay), the
+-- step's function and arguments are never needed, so nothing is packed.
+local REPLAYED = {}
+function M.step(name, fn, policy, ...)
+  if S.closing then
+    error(errors.new("CleanupTooLate", ("%s: cleanup can no longer run step '%s'"):format(S.closing, name)))
+  end
+  local r = S.current_run
+  local rec = r.recorded[r.nops + 1]
+  if rec and rec.done then return co_yield(OP, "step", name, REPLAYED) end
+  return co_yield(OP, "step", name, { fn = fn, args = pack(...), policy = policy })
+end
+
+return M

@@ -1,0 +1,341 @@
+--- What a run waits on from the world: questions (ctx.ask), hooks and
+-- webhooks with their queued deliveries, and abort signals. Both sides live
+-- here: the ops a body parks on (start_ask, create_hook, await_hook) and the
+-- world's answers to them (answer, deliver; the HTTP API, the CLI, steps),
+-- which return true, or nil and err = { code, message } (moor.errors.fail).
+local store = require "moor.store"
+local core = require "moor.core"
+local json = require "moor.json"
+local errors = require "moor.errors"
+local conf = require "moor.conf"
+local log = require "moor.engine.log"
+local sched = require "moor.engine.sched"
+local S = require "moor.engine.state"
+
+local M = {}
+
+local encode, decode = json.encode, json.decode
+local now_ms = core.now
+local append, complete, fail = log.append, sched.complete, errors.fail
+
+local function request_id(r, n)
+  return "req_" .. r.id:sub(5) .. "_" .. n
+end
+
+--- Withdraw the question of op n: resolved as cancelled unless an answer was
+-- recorded first. as_result: the body is still waiting, so the withdrawal is
+-- its op's result; otherwise (the run is cancelled or ends) it is only news.
+function M.withdraw(r, n, as_result)
+  local ask = r.asks[n]
+  if not ask then return end
+  r.asks[n] = nil
+  if not store.withdraw_input(ask.requestId, now_ms()) then return end
+  local payload = encode({ requestId = ask.requestId, runId = r.id, outcome = "cancelled" })
+  if as_result then
+    complete(r, n, "input.resolved", "ask", payload)
+  else
+    append(r, nil, "input.resolved", "ask", payload)
+  end
+end
+
+--- Abort a signal made by moor.AbortController (or ctx.abortSignal): the
+-- questions asked with it are withdrawn.
+function M.abort(signal, reason)
+  if signal.aborted then return end
+  signal.aborted = true
+  signal.reason = reason
+  local asks = signal._asks
+  signal._asks = nil
+  for _, a in ipairs(asks or {}) do
+    local r, n = a[1], a[2]
+    local rec = r.recorded[n]
+    if not r.settled and r.waiters[n] and not (rec and rec.done) then M.withdraw(r, n, true) end
+  end
+  local listeners = signal._listeners
+  signal._listeners = nil
+  for _, fn in ipairs(listeners or {}) do fn(reason) end
+  -- A signal is a future too (moor.signal): its waiters wake with the reason.
+  if signal.done == false then sched.settle_future(signal, true, reason) end
+end
+
+local B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+--- 32 random bytes, base64url without padding (43 characters): unguessable
+-- webhook URLs.
+function M.random_token()
+  local b = core.random_bytes(32) .. "\0"
+  local out = {}
+  for i = 1, 33, 3 do
+    local x = (b:byte(i) << 16) | (b:byte(i + 1) << 8) | b:byte(i + 2)
+    for k = 18, 0, -6 do
+      local c = (x >> k) & 63
+      out[#out + 1] = B64URL:sub(c + 1, c + 1)
+    end
+  end
+  return table.concat(out, "", 1, 43)
+end
+
+-- Deliveries recorded for a token but not yet taken by its run are capped
+-- (conf.MAX_QUEUED, conf.MAX_QUEUED_BYTES), so a sender cannot grow the
+-- database while the run waits elsewhere.
+local queued = {} -- token -> { n, bytes }: counted from the database once, then kept
+
+local function queued_for(token)
+  local q = queued[token]
+  if not q then
+    local n, bytes = store.queued(token)
+    q = { n = n, bytes = bytes }
+    queued[token] = q
+  end
+  return q
+end
+
+-- The next delivery for token that the body has not seen, consumed now.
+local function take_delivery(token)
+  local d = store.next_delivery(token)
+  if not d then return nil end
+  store.consume_delivery(token, d.n)
+  local q = queued[token]
+  if q then q.n, q.bytes = q.n - 1, q.bytes - #d.payload end
+  return d.payload
+end
+
+--- Op: ask a person (spec = { request, signals }); rec: the op's record when
+-- the log already holds the question.
+function M.start_ask(r, n, spec, rec)
+  if r.channel == "none" and not rec then
+    return complete(r, n, "input.resolved", "ask",
+      encode({ requestId = request_id(r, n), runId = r.id, outcome = "unavailable" }))
+  end
+  local id = request_id(r, n)
+  r.asks[n] = { requestId = id }
+  if not rec then
+    local text = encode(spec.request)
+    append(r, n, "input.requested", "ask", encode({ requestId = id, runId = r.id, callId = r.call_id,
+      toolName = r.tool_name, request = spec.request }))
+    store.insert_input(id, r.id, n, text, now_ms())
+    r.recorded[n] = { kind = "ask", name = "ask" }
+  end
+  for _, sig in ipairs(spec.signals) do
+    if sig.aborted then return M.withdraw(r, n, true) end
+    sig._asks = sig._asks or {}
+    sig._asks[#sig._asks + 1] = { r, n }
+  end
+end
+
+--- Op: create a hook or webhook (spec = { kind, token?, respondWith? }).
+function M.create_hook(r, n, spec)
+  local token = spec.token or M.random_token()
+  local h = store.hook(token)
+  if h then
+    if h.run_id ~= r.id then
+      return complete(r, n, "hook.created", spec.kind, encode({ error = ("token '%s' is already used by run %s")
+        :format(token, h.run_id) }))
+    end
+  else
+    store.insert_hook(token, r.id, spec.kind, spec.respondWith and encode(spec.respondWith) or nil, now_ms())
+  end
+  local p = { token = token, kind = spec.kind }
+  if spec.kind == "webhook" then p.url = conf.public_url .. "/.well-known/workflow/v1/webhook/" .. token end
+  complete(r, n, "hook.created", spec.kind, encode(p))
+end
+
+--- Op: the next delivery to token (queued, or the next to come).
+function M.await_hook(r, n, token)
+  local payload = take_delivery(token)
+  if payload then return complete(r, n, "hook.received", "await", payload) end
+  sched.mark_waiting(r, n, "hook.waiting", "await", encode({ token = token }))
+  local q = r.hook_waiting[token]
+  if not q then q = {}; r.hook_waiting[token] = q end
+  q[#q + 1] = n -- several branches may await one hook: first come, first served
+end
+
+--- A run that ends withdraws its questions and closes its hooks (their
+-- deliveries get 404 from now on).
+function M.release(r)
+  for _, row in ipairs(store.withdraw_run_inputs(r.id, now_ms()) or {}) do
+    append(r, nil, "input.resolved", "ask", encode({ requestId = row.request_id, runId = r.id, outcome = "cancelled" }))
+  end
+  for _, row in ipairs(store.close_hooks(r.id) or {}) do queued[row.token] = nil end
+end
+
+---------------------------------------------------------------------------
+-- the world's side
+
+-- An approval answer names the call it approves and the hash of the input
+-- it showed: both required over the wire; a mismatch says nothing of what
+-- the request expects. An in-process person channel (the terminal prompt,
+-- moor_answer, a typed chat line) answers the request it shows: bound.
+local function check_binding(req_id, ap, answer, bound)
+  if bound then return true end
+  local missing = {}
+  if type(answer.callId) ~= "string" then missing[#missing + 1] = "callId" end
+  if type(answer.inputHash) ~= "string" then missing[#missing + 1] = "inputHash" end
+  if #missing > 0 then
+    return fail("approval_unbound", ("'%s' is an approval: the answer must name its call; add %s "
+      .. "(request.approval.callId and request.approval.inputHash, from GET /v1/inputs)"):format(req_id,
+      table.concat(missing, " and ")))
+  end
+  if answer.callId ~= ap.callId or answer.inputHash ~= ap.inputHash then
+    return fail("approval_mismatch", ("'%s' does not approve the call and input this answer names; "
+      .. "read the request again (GET /v1/inputs) and answer what it shows"):format(req_id))
+  end
+  return true
+end
+
+-- Is answer one the request takes? true, or nil and err.
+local function check_answer(req_id, req, answer)
+  local option, text = answer.optionId, answer.text
+  local options = type(req.options) == "table" and req.options or {}
+  if option ~= nil then
+    local ids = {}
+    for _, o in ipairs(options) do
+      ids[#ids + 1] = o.id
+      if o.id == option then return true end
+    end
+    return fail("invalid_option", ("option '%s' was never offered for '%s'; offered: %s"):format(
+      tostring(option), req_id, #ids > 0 and table.concat(ids, ", ") or "none (answer with text)"))
+  end
+  if type(text) ~= "string" then return fail("bad_request", "text must be a string") end
+  if #options > 0 and not req.allowFreeform and req.display ~= "text" then
+    return fail("freeform_not_allowed", ("'%s' does not allow free text; choose one of its options")
+      :format(req_id))
+  end
+  return true
+end
+
+--- Answer a pending question: answer = { optionId = ... } or { text = ... };
+-- an approval's answer also carries { callId, inputHash } unless bound (an
+-- in-process person channel showing the request). Returns true, or nil, err.
+function M.answer(req_id, answer, bound)
+  local row = store.input(req_id)
+  if not row then
+    return fail("not_found", ("unknown input request '%s'; GET /v1/inputs lists pending ones"):format(req_id))
+  end
+  if row.status ~= "pending" then
+    return fail("already_resolved", ("input request '%s' is already %s"):format(req_id,
+      row.status == "answered" and "answered" or "withdrawn (" .. row.status .. ")"))
+  end
+  if type(answer) ~= "table" then return fail("bad_request", "the answer must be a JSON object") end
+  if (answer.optionId == nil) == (answer.text == nil) then
+    return fail("bad_request", "answer with exactly one of optionId or text")
+  end
+  local req = decode(row.request)
+  -- An approval is bound to its call: an answer that names another call or
+  -- input (a stale or replayed approval) is refused. The hash compared is
+  -- the one recorded with the request (older databases hold FNV-1a ones).
+  if type(req.approval) == "table" then
+    local ok, err = check_binding(req_id, req.approval, answer, bound)
+    if not ok then return errors.relay(err) end
+  end
+  local ok, err = check_answer(req_id, req, answer)
+  if not ok then return errors.relay(err) end
+  local payload = encode({ requestId = req_id, runId = row.run_id, outcome = "answered",
+    optionId = answer.optionId, text = answer.text })
+  store.answer_input(req_id, payload, now_ms())
+  local r = S.runs[row.run_id]
+  if r then
+    complete(r, row.op, "input.resolved", "ask", payload)
+  else
+    log.append_offline(row.run_id, row.op, "input.resolved", "ask", payload)
+  end
+  local cok, cerr = log.commit()
+  if not cok then return errors.store_unavailable(cerr) end
+  return true
+end
+
+--- A question as text for a terminal: the prompt, then numbered options.
+function M.format_input(req_id)
+  local row = store.input(req_id)
+  if not row then return nil, ("unknown input request '%s'"):format(req_id) end
+  local req = decode(row.request)
+  local out = { req.prompt }
+  for i, o in ipairs(req.options or {}) do
+    out[#out + 1] = ("  %d) %s [%s]%s"):format(i, o.label, o.id, o.description and (" - " .. o.description) or "")
+  end
+  local nopts = #(req.options or {})
+  local free = nopts == 0 or req.allowFreeform or req.display == "text"
+  out[#out + 1] = nopts > 0 and ("answer with a number or an option id" .. (free and ", or type text" or ""))
+    or "type your answer"
+  return table.concat(out, "\n")
+end
+
+--- Answer from a line a person typed at the terminal showing the request
+-- (moor call's prompt, moor chat): an option's number, id or label, else free
+-- text. A person channel, so an approval is bound to the request shown.
+function M.answer_line(req_id, line)
+  local row = store.input(req_id)
+  if not row then return M.answer(req_id, { text = line }, true) end
+  local req = decode(row.request)
+  line = line:gsub("^%s+", ""):gsub("%s+$", "")
+  for i, o in ipairs(req.options or {}) do
+    if line == tostring(i) or line == o.id or line:lower() == o.label:lower() then
+      return M.answer(req_id, { optionId = o.id }, true)
+    end
+  end
+  return M.answer(req_id, { text = line }, true)
+end
+
+-- The outermost session a run belongs to (its questions surface there), or nil.
+local function root_session(run_id)
+  local found
+  for _ = 1, conf.SESSION_DEPTH do
+    local row = store.run(run_id)
+    if not row then break end
+    if row.tool == "moor__session" then found = run_id end
+    run_id = row.parent_id
+    if not run_id then break end
+  end
+  return found
+end
+
+--- Pending questions: { { requestId, runId, sessionId?, request, created }, ... }
+-- (sessionId: the outermost session whose stream shows the question).
+function M.inputs()
+  local out = {}
+  for i, row in ipairs(store.pending_inputs()) do
+    out[i] = { requestId = row.request_id, runId = row.run_id, request = decode(row.request),
+               created = row.created, sessionId = root_session(row.run_id) }
+  end
+  return json.array(out)
+end
+
+--- Deliver to a hook or webhook. request: the payload (hooks) or
+-- { method, headers, body, query } (webhooks). via: "webhook" (the webhook
+-- route: webhook tokens only) or "hook" (POST /v1/hooks: hook tokens only,
+-- never a session's inbox); nil from moor itself. Returns the hook's kind and
+-- its respondWith (or nil), or nil, err (not_found, too_many_deliveries, ...).
+function M.deliver(token, request, via)
+  local h = store.hook(token)
+  if not h or h.closed ~= 0 or (via and h.kind ~= via)
+      or (via and token == "session-" .. h.run_id) then -- session.lua's inbox: reached through /v1/sessions
+    -- The same answer for unknown, closed and refused tokens reveals nothing.
+    return fail("not_found", "no open hook or webhook has this token")
+  end
+  local payload, err = encode(request, conf.MAX_DELIVERY)
+  if not payload then return fail("bad_request", err) end
+  local r = S.runs[h.run_id]
+  local q = r and r.hook_waiting[token]
+  local waiting = queued_for(token)
+  if not (q and q[1]) and (waiting.n >= conf.MAX_QUEUED or waiting.bytes + #payload > conf.MAX_QUEUED_BYTES) then
+    return fail("too_many_deliveries", ("this %s already has %d deliveries (%.1f MiB) waiting for its run to "
+      .. "take them, and takes at most %d or %d MiB: retry later"):format(h.kind, waiting.n,
+        waiting.bytes / 1048576, conf.MAX_QUEUED, conf.MAX_QUEUED_BYTES // 1048576))
+  end
+  local dn = store.insert_delivery(token, h.run_id, payload, now_ms())
+  local op = q and table.remove(q, 1)
+  if q and #q == 0 then r.hook_waiting[token] = nil end
+  if op then
+    store.consume_delivery(token, dn)
+    complete(r, op, "hook.received", "await", payload)
+  end
+  local ok, cerr = log.commit()
+  if not ok then
+    queued[token] = nil -- counted again from the database next time
+    return errors.store_unavailable(cerr)
+  end
+  if not op then waiting.n, waiting.bytes = waiting.n + 1, waiting.bytes + #payload end
+  return h.kind, h.respond and decode(h.respond) or nil
+end
+
+return M

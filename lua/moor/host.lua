@@ -1,0 +1,62 @@
+--- The face host/moor.c calls (`require "moor.host"`): every engine entry
+-- point, plus what only the embedder needs: loading an agent, the HTTP API's
+-- requests, sessions from the C API, terminal lines for moor chat, and
+-- running specs. It sits on top of everything (http, session, loader), so
+-- the engine below it never requires them.
+--
+-- The C side reads errors as (nil, http_status, code, message) from answer,
+-- answer_line, cancel, session_send and session_line (host/moor.c maps the
+-- status to a MOOR_E* code): this file turns the engine's err = { code,
+-- message } into that, with the status lua/moor/http.lua chooses.
+local conf = require "moor.conf"
+local engine = require "moor.engine"
+local http = require "moor.http"
+local session = require "moor.session"
+local loader = require "moor.loader"
+local testrunner = require "moor.testrunner"
+local terminal = require "moor.terminal"
+
+local M = setmetatable({}, { __index = engine })
+
+-- (true) or (nil, status, code, message) for host/moor.c's api_result.
+local api = http.with_status
+
+function M.answer(req_id, answer, bound) return api(engine.answer(req_id, answer, bound)) end
+function M.answer_line(req_id, line) return api(engine.answer_line(req_id, line)) end
+function M.cancel(run_id) return api(engine.cancel(run_id)) end
+
+--- Load the agent project in dir (tools/, agent.lua, subagents/).
+function M.load_agent(dir) return loader.load(dir, engine) end
+
+--- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).
+M.http_request, M.http_closed = http.handle, http.closed
+
+--- moor dev serves at url. $MOOR_PUBLIC_URL (scheme://host[:port], e.g. a
+-- tunnel's or proxy's address) is the base of webhook URLs and a Host the
+-- API answers to. Returns nil, or a message when it is malformed.
+function M.serving(url)
+  local public = os.getenv("MOOR_PUBLIC_URL")
+  if public == "" then public = nil end
+  if public and not http.split_origin(public) then
+    return ("MOOR_PUBLIC_URL must be http(s)://host[:port] with no path, not '%s'"):format(public)
+  end
+  conf.public_url = public and public:gsub("/$", "") or url
+  http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
+end
+
+--- Sessions from the C API (moor_session_start / moor_session_send / moor_session_line).
+function M.session_start(message)
+  if not engine.tools[session.TOOL] then return nil, "this agent has no agent.lua, so it cannot hold sessions" end
+  return session.create(message)
+end
+
+-- (session.send and session.line answer with statuses already.)
+M.session_send, M.session_line = session.send, session.line
+
+--- One readable line for a terminal channel (moor chat), or nil.
+M.format_event = terminal.format_event
+
+--- `moor test`: busted inside the host.
+function M.run_tests(args) return testrunner.run(args) end
+
+return M
