@@ -1135,13 +1135,25 @@ int moor_http_header_ok(const char *line, size_t len) {
   return 0;
 }
 
+/* The headers that frame a message: moor writes them itself (Content-Length,
+ * Transfer-Encoding for a stream, Connection); a second one from the caller
+ * would make the client read the body or the connection differently. */
+static int is_framing(const char *h, size_t name) {
+  static const char *const names[] = {"content-length", "transfer-encoding", "connection"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strlen(names[i]) == name && strncasecmp(h, names[i], name) == 0) return 1;
+  return 0;
+}
+
 /* Extra header lines: each "Name: value" with a token name, ended by CRLF
- * (the last CRLF may be missing). A CR or LF anywhere else is refused. */
+ * (the last CRLF may be missing), none of the framing headers. A CR or LF
+ * anywhere else is refused. */
 static int headers_ok(const char *h) {
   while (*h) {
     const char *eol = strstr(h, "\r\n");
     size_t n = eol ? (size_t)(eol - h) : strlen(h);
     if (moor_http_header_ok(h, n)) return 0;
+    if (is_framing(h, (size_t)(strchr(h, ':') - h))) return 0;
     h += n;
     if (eol) h += 2;
   }

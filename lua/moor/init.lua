@@ -502,6 +502,20 @@ function M.createWebhook(opts)
     if type(rw) ~= "table" or (rw.status ~= nil and math.type(rw.status) ~= "integer") then
       error("moor.createWebhook: respondWith is { status = 200, headers = {...}, body = \"...\" }", 2)
     end
+    -- Checked here, not at each delivery (which is recorded before it is
+    -- answered): names are strings, values strings or numbers. What a value
+    -- holds (CR, LF, a framing header) the HTTP writer refuses with a 500.
+    if rw.headers ~= nil then
+      if type(rw.headers) ~= "table" then
+        error("moor.createWebhook: respondWith.headers is a table { [\"Name\"] = \"value\" }", 2)
+      end
+      for k, v in pairs(rw.headers) do
+        if type(k) ~= "string" or (type(v) ~= "string" and type(v) ~= "number") then
+          error(("moor.createWebhook: respondWith.headers is { [\"Name\"] = \"value\" }: %s = %s is not a name and a "
+            .. "string or number value"):format(tostring(k), type(v)), 2)
+        end
+      end
+    end
   end
   return make_hook("webhook", { kind = "webhook", respondWith = rw })
 end
