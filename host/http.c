@@ -1027,13 +1027,16 @@ static void on_connection(uv_stream_t *l, int status) {
     conn_close(c, 0);
     return;
   }
-  if (peer_add(srv, c->peer) < 0 || slot_take(srv, c) < 0 ||
-      uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+  if (peer_add(srv, c->peer) < 0) {
     conn_close(c, 0);
     return;
   }
-  c->counted = 1;
+  c->counted = 1; /* from here conn_close counts it off again (peer included) */
   srv->nconns++;
+  if (slot_take(srv, c) < 0 || uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+    conn_close(c, 0);
+    return;
+  }
   c->reading = 1;
   idle_add(c);
   uv_tcp_nodelay(&c->tcp, 1); /* a response is one write; do not let Nagle hold SSE chunks */

@@ -550,7 +550,10 @@ static int cmd_answer_or_cancel(const opts *o, int answer) {
       json_quote(q, sizeof q, o->text ? o->text : o->args[1]);
       if (approval_binding(url, o->args[0], call, sizeof call, hash, sizeof hash, tool, sizeof tool)) {
         /* The person names the request; the answer names the call it shows. */
-        fprintf(stderr, "answering the approval of %s (call %s)\n", tool, call);
+        char tshow[256], cshow[256]; /* the server's words, for a terminal: no control characters */
+        snprintf(tshow, sizeof tshow, "%s", tool);
+        snprintf(cshow, sizeof cshow, "%s", call);
+        fprintf(stderr, "answering the approval of %s (call %s)\n", moor_term_clean(tshow), moor_term_clean(cshow));
         json_quote(qc, sizeof qc, call);
         json_quote(qh, sizeof qh, hash);
         snprintf(body, sizeof body, "{\"%s\":%s,\"callId\":%s,\"inputHash\":%s}", o->text ? "text" : "optionId",

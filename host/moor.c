@@ -610,12 +610,22 @@ int moor_cancel(moor *m, const char *run_id) {
   return api_result(m, moor_call_engine(m, "cancel", 1, 4));
 }
 
-/* http://HOST[:PORT][/...] where HOST is 127.x.x.x, localhost or [::1]. */
+/* http://HOST[:PORT][/...] where HOST is 127.x.x.x, localhost or [::1].
+ * Nothing else may follow the host but a port and a path: in
+ * "http://127.0.0.1:1@host/" the loopback part is user info. */
 static int is_loopback_url(const char *url) {
   if (strncmp(url, "http://", 7)) return 0;
   const char *h = url + 7;
   size_t n = strcspn(h, ":/");
-  if (*h == '[') n = strcspn(h, "]") + 1;
+  if (*h == '[') {
+    n = strcspn(h, "]");
+    if (h[n] != ']') return 0;
+    n++;
+  }
+  const char *p = h + n;
+  if (*p == ':')
+    for (p++; *p >= '0' && *p <= '9'; p++) {}
+  if (*p && *p != '/') return 0;
   if (n == 9 && !strncmp(h, "localhost", 9)) return 1;
   if (n == 5 && !strncmp(h, "[::1]", 5)) return 1;
   if (strncmp(h, "127.", 4)) return 0;
