@@ -91,7 +91,7 @@ static int parse(int argc, char **argv, opts *o) {
       else {
         char *end;
         unsigned long long n = strtoull(v, &end, 10);
-        if (*end || n == 0) return usage_error("--body-limit must be a number of bytes, not '%s'", v);
+        if (*end || n == 0 || *v == '-') return usage_error("--body-limit must be a number of bytes, not '%s'", v);
         o->body_limit = (size_t)n;
       }
     } else if (!strcmp(a, "--no-input")) {

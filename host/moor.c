@@ -5,6 +5,8 @@
 #include "lock.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
@@ -743,6 +745,19 @@ static void on_http_closed(moor_http *srv, unsigned long long conn, void *ud) {
   if (moor_call_engine(m, "http_closed", 1, 0)) fprintf(stderr, "moor: %s\n", m->err);
 }
 
+/* A positive whole number from the environment, at most max; 0 (the
+ * default) when unset, zero, negative or not a number: "-1" must not read as
+ * "no limit" (strtoul wraps it). */
+static unsigned long long env_count(const char *name, unsigned long long max) {
+  const char *env = getenv(name);
+  char *end;
+  if (!env || !*env || *env == '-') return 0;
+  errno = 0;
+  unsigned long long v = strtoull(env, &end, 10);
+  if (errno || end == env || *end || v > max) return 0;
+  return v;
+}
+
 #define MOOR__MIN_TOKEN 32 /* characters of MOOR_API_TOKEN for a non-loopback listen */
 
 static int is_loopback(const char *host) {
@@ -788,20 +803,18 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
     return set_err(m, MOOR_EINVAL, "%s", msg);
   }
   size_t limit = m->cfg.body_limit;
-  const char *env = getenv("MOOR_BODY_LIMIT");
-  if (!limit && env && *env) limit = (size_t)strtoull(env, NULL, 10);
+  if (!limit) limit = (size_t)env_count("MOOR_BODY_LIMIT", SIZE_MAX);
   unsigned timeout = m->cfg.http_timeout_ms;
-  env = getenv("MOOR_HTTP_TIMEOUT_MS");
-  if (!timeout && env && *env) timeout = (unsigned)strtoul(env, NULL, 10);
+  if (!timeout) timeout = (unsigned)env_count("MOOR_HTTP_TIMEOUT_MS", UINT_MAX);
   /* libuv writes sockets with write(2): a peer that hung up would raise
    * SIGPIPE and kill the process. Ignore it unless the embedder chose. */
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   moor_http_config hc = {host, port, limit, timeout, 0, token, 0, 0, 0};
   /* Connection caps and the silent-client timeout (0 or unset: http.c's defaults). */
-  if ((env = getenv("MOOR_HTTP_FIRST_BYTE_MS")) && *env) hc.first_byte_ms = (unsigned)strtoul(env, NULL, 10);
-  if ((env = getenv("MOOR_MAX_CONNECTIONS")) && *env) hc.max_connections = (unsigned)strtoul(env, NULL, 10);
-  if ((env = getenv("MOOR_MAX_CONNECTIONS_PER_PEER")) && *env) hc.max_per_peer = (unsigned)strtoul(env, NULL, 10);
+  hc.first_byte_ms = (unsigned)env_count("MOOR_HTTP_FIRST_BYTE_MS", UINT_MAX);
+  hc.max_connections = (unsigned)env_count("MOOR_MAX_CONNECTIONS", UINT_MAX);
+  hc.max_per_peer = (unsigned)env_count("MOOR_MAX_CONNECTIONS_PER_PEER", UINT_MAX);
   char err[256] = "";
   int rc = moor_http_start(&m->loop, &hc, on_http_request, on_http_closed, m, &m->http, err, sizeof err);
   if (rc) return set_err(m, rc, "cannot listen: %s", err);

@@ -11,7 +11,9 @@ local config = { token = nil, hosts = {}, any_host = false }
 local streams = {}        -- conn -> { run = id, last = seq }
 local nstreams = 0
 -- open SSE streams per run, capped (429 beyond): a client cannot pin the host with streams
-local MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 32
+-- ($MOOR_MAX_STREAMS_PER_RUN; 0 or anything but a positive integer is the default)
+local MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 0
+if MAX_STREAMS_PER_RUN <= 0 then MAX_STREAMS_PER_RUN = 32 end
 local run_streams = {}    -- run id -> open streams
 
 local JSON = "application/json"
