@@ -717,6 +717,11 @@ static int on_headers_complete(http_parser *p) {
     return fail(c, 400, "bad_request", "malformed request: the request line has no HTTP version (send HTTP/1.1)");
   if (p->http_major != 1 || p->http_minor > 1)
     return fail(c, 505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served");
+  /* Two Host lines name two servers: a proxy in front may go by the first
+   * while the router reads the last (RFC 9112 3.2: 400). */
+  size_t hosts = 0;
+  for (size_t i = 0; i < c->nhdrs; i++) hosts += strcmp(c->rb + c->hdrs[i].name, "host") == 0;
+  if (hosts > 1) return fail(c, 400, "bad_request", "malformed request: more than one Host header");
   /* The API token is checked before any of the body is read. */
   if (c->srv->token && is_api_path(c) && !bearer_ok(c->srv, header(c, "authorization")))
     return fail(c, 401, "unauthorized", "this server needs 'Authorization: Bearer <MOOR_API_TOKEN>'");

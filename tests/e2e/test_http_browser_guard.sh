@@ -71,7 +71,14 @@ raw_req GET /v1/runs -H "Host: 127.0.0.1:$((PORT == 65535 ? 1 : PORT + 1))"
 expect_error 421 misdirected_request "the right host with another port"
 raw_req GET "/v1/runs/$A/events" -H "Host: evil.example:$PORT"
 expect_error 421 misdirected_request "an event stream with a rebinding Host"
-pass "rebinding Host 421 on reads, approvals and streams"
+# Two Host lines name two servers (a proxy in front may go by the first, the
+# router by the last): 400, whichever comes first.
+for hosts in "Host: evil.example:$PORT\r\nHost: 127.0.0.1:$PORT" "Host: 127.0.0.1:$PORT\r\nHost: evil.example:$PORT"; do
+  raw "$PORT" "GET /v1/inputs HTTP/1.1\r\n$hosts\r\nConnection: close\r\n\r\n" >"$T/twohost"
+  head -1 "$T/twohost" | grep -q '^HTTP/1.1 400 ' || fail "two Host headers: $(head -c 300 "$T/twohost")"
+  grep -q "$REQ" "$T/twohost" && fail "two Host headers read the inputs: $(cat "$T/twohost")"
+done
+pass "rebinding Host 421 on reads, approvals and streams; two Host headers 400"
 
 # 3. Preflight: no grant, whatever the Origin.
 for o in http://evil.example "http://127.0.0.1:$PORT"; do
