@@ -140,6 +140,7 @@ struct moor_http {
 };
 
 static void conn_close(conn *c, int notify);
+static int is_tchar(unsigned char ch);
 static void conn_finish(conn *c);
 static void conn_resume(conn *c);
 static void on_timer(uv_timer_t *t);
@@ -720,7 +721,15 @@ static int on_headers_complete(http_parser *p) {
   /* Two Host lines name two servers: a proxy in front may go by the first
    * while the router reads the last (RFC 9112 3.2: 400). */
   size_t hosts = 0;
-  for (size_t i = 0; i < c->nhdrs; i++) hosts += strcmp(c->rb + c->hdrs[i].name, "host") == 0;
+  for (size_t i = 0; i < c->nhdrs; i++) {
+    const char *name = c->rb + c->hdrs[i].name;
+    hosts += strcmp(name, "host") == 0;
+    /* "Host : x" is no Host to us but may be one to a proxy (RFC 9112 5.1: 400) */
+    for (const char *q = name; *q; q++)
+      if (!is_tchar((unsigned char)*q))
+        return fail(c, 400, "bad_request", "malformed request: a header name that is not a token (no "
+                                           "space before its colon)");
+  }
   if (hosts > 1) return fail(c, 400, "bad_request", "malformed request: more than one Host header");
   /* The API token is checked before any of the body is read. */
   if (c->srv->token && is_api_path(c) && !bearer_ok(c->srv, header(c, "authorization")))
