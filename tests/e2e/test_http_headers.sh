@@ -73,17 +73,19 @@ for name in Content-Length Transfer-Encoding Connection content-length; do
 done
 pass "respondWith cannot set Content-Length, Transfer-Encoding or Connection"
 
-# A header value that is not a string or number (or a list for headers) is
-# the author's mistake: createWebhook refuses it, so no delivery is recorded
-# and then answered 500 "the engine failed".
-for h in '{"X-A": true}' '{"X-A": ["a", "b"]}' '["x"]'; do
+# A header value that is not a string or number (or a list for headers), a
+# CR/LF, a bad name or a framing header is the author's mistake:
+# createWebhook refuses it, so no delivery is recorded and then answered 500
+# (which a sender retries, delivering it again).
+for h in '{"X-A": true}' '{"X-A": ["a", "b"]}' '["x"]' '{"X-A": "1\r\nSet-Cookie: a=1"}' \
+         '{"Content-Length": "0"}' '{"Bad Name": "v"}'; do
   call webhook_respond "{\"headers\": $h}"
   WH=$(webhook_url "$RUN")
   [ -z "$WH" ] || fail "createWebhook took respondWith.headers = $h (a URL: $WH)"
   settled "$RUN" failed
   run_body "$RUN" | grep -q 'respondWith' || fail "the run's error does not name respondWith: $BODY"
 done
-pass "createWebhook refuses respondWith headers that are not name = string"
+pass "createWebhook refuses respondWith headers moor could not write"
 
 # Item 31: versions.
 raw "$PORT" 'GET /v1/runs HTTP/9.9\r\nHost: x\r\n\r\n' >"$T/v1"
