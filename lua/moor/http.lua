@@ -91,7 +91,7 @@ end
 local function guard(req)
   local h = req.headers
   local host = h.host and h.host:lower()
-  if host and config.public_host and config.public_host[host] then
+  if host and config.public_host and config.public_host[host] and not config.hosts[host] then
     return fail(421, "misdirected_request", ("Host '%s' is MOOR_PUBLIC_URL's (a tunnel or proxy, reachable from "
       .. "anywhere): the API answers there only when MOOR_API_TOKEN is set; webhooks work without it"):format(h.host))
   end
