@@ -152,6 +152,14 @@ raw_req GET /v1/inputs -H "Host: moor.example.com"
 expect_error 401 unauthorized "the public host with MOOR_API_TOKEN but none sent"
 stop_dev
 
+# A public URL that is this server's own loopback address stays served
+# without a token (it is no tunnel).
+LPORT=$PORT
+MOOR_PUBLIC_URL=http://localhost:$LPORT start_dev "$T/example" "127.0.0.1:$LPORT"
+raw_req GET /v1/runs -H "Host: localhost:$LPORT"
+expect 200 "MOOR_PUBLIC_URL=http://localhost:PORT, Host: localhost:PORT, no token"
+stop_dev
+
 # A malformed MOOR_PUBLIC_URL is refused at start (exit 2), saying what it needs.
 for bad in 'ftp://x.example' 'https://x.example/hooks' 'not a url'; do
   set +e
