@@ -125,6 +125,7 @@ struct moor_http {
 };
 
 static void conn_close(conn *c, int notify);
+static int is_tchar(unsigned char ch);
 static void conn_finish(conn *c);
 static void conn_resume(conn *c);
 static void on_timer(uv_timer_t *t);
@@ -702,6 +703,19 @@ static int on_headers_complete(http_parser *p) {
     return fail(c, 400, "bad_request", "malformed request: the request line has no HTTP version (send HTTP/1.1)");
   if (p->http_major != 1 || p->http_minor > 1)
     return fail(c, 505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are served");
+  /* Two Host lines name two servers: a proxy in front may go by the first
+   * while the router reads the last (RFC 9112 3.2: 400). */
+  size_t hosts = 0;
+  for (size_t i = 0; i < c->nhdrs; i++) {
+    const char *name = c->rb + c->hdrs[i].name;
+    hosts += strcmp(name, "host") == 0;
+    /* "Host : x" is no Host to us but may be one to a proxy (RFC 9112 5.1: 400) */
+    for (const char *q = name; *q; q++)
+      if (!is_tchar((unsigned char)*q))
+        return fail(c, 400, "bad_request", "malformed request: a header name that is not a token (no "
+                                           "space before its colon)");
+  }
+  if (hosts > 1) return fail(c, 400, "bad_request", "malformed request: more than one Host header");
   /* The API token is checked before any of the body is read. */
   if (c->srv->token && is_api_path(c) && !bearer_ok(c->srv, header(c, "authorization")))
     return fail(c, 401, "unauthorized", "this server needs 'Authorization: Bearer <MOOR_API_TOKEN>'");
@@ -1012,13 +1026,16 @@ static void on_connection(uv_stream_t *l, int status) {
     conn_close(c, 0);
     return;
   }
-  if (peer_add(srv, c->peer) < 0 || slot_take(srv, c) < 0 ||
-      uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+  if (peer_add(srv, c->peer) < 0) {
     conn_close(c, 0);
     return;
   }
-  c->counted = 1;
+  c->counted = 1; /* from here conn_close counts it off again (peer included) */
   srv->nconns++;
+  if (slot_take(srv, c) < 0 || uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+    conn_close(c, 0);
+    return;
+  }
   c->reading = 1;
   idle_add(c);
   uv_tcp_nodelay(&c->tcp, 1); /* a response is one write; do not let Nagle hold SSE chunks */
@@ -1120,13 +1137,25 @@ int moor_http_header_ok(const char *line, size_t len) {
   return 0;
 }
 
+/* The headers that frame a message: moor writes them itself (Content-Length,
+ * Transfer-Encoding for a stream, Connection); a second one from the caller
+ * would make the client read the body or the connection differently. */
+static int is_framing(const char *h, size_t name) {
+  static const char *const names[] = {"content-length", "transfer-encoding", "connection"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strlen(names[i]) == name && strncasecmp(h, names[i], name) == 0) return 1;
+  return 0;
+}
+
 /* Extra header lines: each "Name: value" with a token name, ended by CRLF
- * (the last CRLF may be missing). A CR or LF anywhere else is refused. */
+ * (the last CRLF may be missing), none of the framing headers. A CR or LF
+ * anywhere else is refused. */
 static int headers_ok(const char *h) {
   while (*h) {
     const char *eol = strstr(h, "\r\n");
     size_t n = eol ? (size_t)(eol - h) : strlen(h);
     if (moor_http_header_ok(h, n)) return 0;
+    if (is_framing(h, (size_t)(strchr(h, ':') - h))) return 0;
     h += n;
     if (eol) h += 2;
   }

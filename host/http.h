@@ -83,7 +83,8 @@ int moor_http_port(const moor_http *srv);          /* the bound port */
  * and must hold no CR, LF or other control byte. headers: extra header lines
  * "Name: value\r\n..." or NULL (a missing final CRLF is added); each line must
  * pass moor_http_header_ok (a blank line, a bare CR or LF, a name that is not
- * a token are refused). Content-Length and Connection are added; 204 and 304
+ * a token are refused) and none may be Content-Length, Transfer-Encoding or
+ * Connection (moor writes those). Content-Length and Connection are added; 204 and 304
  * get neither a body nor Content-Length/Content-Type; a HEAD request gets no
  * body. The data is copied. MOOR_EINVAL for bad arguments or when the
  * connection has no request waiting for an answer (answered already, or

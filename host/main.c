@@ -47,7 +47,8 @@ static const char *USAGE =
   "  --listen ADDR      moor dev's address (default " MOOR_DEFAULT_LISTEN "; port 0 picks one);\n"
   "                     a non-loopback address needs $MOOR_API_TOKEN (32+ characters);\n"
   "                     $MOOR_PUBLIC_URL (https://host[:port]) is the address\n"
-  "                     webhook URLs use and a Host the API also answers to\n"
+  "                     webhook URLs use and, with $MOOR_API_TOKEN, a Host the\n"
+  "                     API also answers to\n"
   "  --body-limit BYTES largest HTTP request body (default 1 MiB; or $MOOR_BODY_LIMIT)\n"
   "  --no-input         moor call: the run has no channel for questions\n"
   "                     (ctx.ask answers \"unavailable\" at once)\n"
@@ -92,7 +93,7 @@ static int parse(int argc, char **argv, opts *o) {
       else {
         char *end;
         unsigned long long n = strtoull(v, &end, 10);
-        if (*end || n == 0) return usage_error("--body-limit must be a number of bytes, not '%s'", v);
+        if (*end || n == 0 || *v == '-') return usage_error("--body-limit must be a number of bytes, not '%s'", v);
         o->body_limit = (size_t)n;
       }
     } else if (!strcmp(a, "--no-input")) {
@@ -570,7 +571,10 @@ static int cmd_answer_or_cancel(const opts *o, int answer) {
       json_quote(q, sizeof q, o->text ? o->text : o->args[1]);
       if (approval_binding(url, o->args[0], call, sizeof call, hash, sizeof hash, tool, sizeof tool)) {
         /* The person names the request; the answer names the call it shows. */
-        fprintf(stderr, "answering the approval of %s (call %s)\n", tool, call);
+        char tshow[256], cshow[256]; /* the server's words, for a terminal: no control characters */
+        snprintf(tshow, sizeof tshow, "%s", tool);
+        snprintf(cshow, sizeof cshow, "%s", call);
+        fprintf(stderr, "answering the approval of %s (call %s)\n", moor_term_clean(tshow), moor_term_clean(cshow));
         json_quote(qc, sizeof qc, call);
         json_quote(qh, sizeof qh, hash);
         snprintf(body, sizeof body, "{\"%s\":%s,\"callId\":%s,\"inputHash\":%s}", o->text ? "text" : "optionId",

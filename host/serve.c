@@ -6,18 +6,31 @@
 #include "host.h"
 #include "lock.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* http://HOST[:PORT][/...] where HOST is 127.x.x.x, localhost or [::1]. */
+/* http://HOST[:PORT][/...] where HOST is 127.x.x.x, localhost or [::1].
+ * Nothing else may follow the host but a port and a path: in
+ * "http://127.0.0.1:1@host/" the loopback part is user info. */
 static int is_loopback_url(const char *url) {
   if (strncmp(url, "http://", 7)) return 0;
   const char *h = url + 7;
   size_t n = strcspn(h, ":/");
-  if (*h == '[') n = strcspn(h, "]") + 1;
+  if (*h == '[') {
+    n = strcspn(h, "]");
+    if (h[n] != ']') return 0;
+    n++;
+  }
+  const char *p = h + n;
+  if (*p == ':')
+    for (p++; *p >= '0' && *p <= '9'; p++) {}
+  if (*p && *p != '/') return 0;
   if (n == 9 && !strncmp(h, "localhost", 9)) return 1;
   if (n == 5 && !strncmp(h, "[::1]", 5)) return 1;
   if (strncmp(h, "127.", 4)) return 0;
@@ -134,10 +147,17 @@ static void on_http_closed(moor_http *srv, unsigned long long conn, void *ud) {
   if (moor__call_engine(m, "http_closed", 1, 0)) fprintf(stderr, "moor: %s\n", m->err);
 }
 
-/* $name as a number, or 0 when it is unset or empty (the default then applies). */
-static unsigned long long env_number(const char *name) {
+/* A positive whole number from the environment, at most max; 0 (the
+ * default) when unset, zero, negative or not a number: "-1" must not read as
+ * "no limit" (strtoul wraps it). */
+static unsigned long long env_number(const char *name, unsigned long long max) {
   const char *env = getenv(name);
-  return env && *env ? strtoull(env, NULL, 10) : 0;
+  char *end;
+  if (!env || !*env || *env == '-') return 0;
+  errno = 0;
+  unsigned long long v = strtoull(env, &end, 10);
+  if (errno || end == env || *end || v > max) return 0;
+  return v;
 }
 
 static int is_loopback(const char *host) {
@@ -182,16 +202,16 @@ int moor_listen(moor *m, const char *addr, char *url, size_t url_size) {
              host, strlen(token), MOOR_MIN_TOKEN);
     return moor__set_err(m, MOOR_EINVAL, "%s", msg);
   }
-  size_t limit = m->cfg.body_limit ? m->cfg.body_limit : (size_t)env_number("MOOR_BODY_LIMIT");
-  unsigned timeout = m->cfg.http_timeout_ms ? m->cfg.http_timeout_ms : (unsigned)env_number("MOOR_HTTP_TIMEOUT_MS");
+  size_t limit = m->cfg.body_limit ? m->cfg.body_limit : (size_t)env_number("MOOR_BODY_LIMIT", SIZE_MAX);
+  unsigned timeout = m->cfg.http_timeout_ms ? m->cfg.http_timeout_ms : (unsigned)env_number("MOOR_HTTP_TIMEOUT_MS", UINT_MAX);
   /* libuv writes sockets with write(2): a peer that hung up would raise
    * SIGPIPE and kill the process. Ignore it unless the embedder chose. */
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   /* Connection caps and the silent-client timeout (0 or unset: moorconf.h's defaults). */
-  moor_http_config hc = {host, port, limit, timeout, 0, token, (unsigned)env_number("MOOR_HTTP_FIRST_BYTE_MS"),
-                         (unsigned)env_number("MOOR_MAX_CONNECTIONS"),
-                         (unsigned)env_number("MOOR_MAX_CONNECTIONS_PER_PEER")};
+  moor_http_config hc = {host, port, limit, timeout, 0, token, (unsigned)env_number("MOOR_HTTP_FIRST_BYTE_MS", UINT_MAX),
+                         (unsigned)env_number("MOOR_MAX_CONNECTIONS", UINT_MAX),
+                         (unsigned)env_number("MOOR_MAX_CONNECTIONS_PER_PEER", UINT_MAX)};
   char err[256] = "";
   int rc = moor_http_start(&m->loop, &hc, on_http_request, on_http_closed, m, &m->http, err, sizeof err);
   if (rc) return moor__set_err(m, rc, "cannot listen: %s", err);

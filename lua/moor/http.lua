@@ -40,7 +40,7 @@ end
 -- The Host values this server answers to (DNS rebinding: a page whose own
 -- name resolves to 127.0.0.1 is same-origin to the browser, but its requests
 -- carry Host: <its name>): the served address, its other loopback names, and
--- the public URL's host. A wildcard listen (0.0.0.0, ::) has no one address,
+-- the public URL's host (with a token). A wildcard listen (0.0.0.0, ::) has no one address,
 -- so any Host is taken there; it needs MOOR_API_TOKEN, which a page lacks.
 function M.configure(c)
   config.url = c.url
@@ -54,9 +54,16 @@ function M.configure(c)
       for _, h in ipairs { "127.0.0.1", "localhost", "[::1]" } do allow_host(scheme, h, port) end
     end
   end
+  -- The public URL is a tunnel's or a proxy's: what comes through it comes
+  -- from anywhere, though it reaches us from loopback. Its Host is the API's
+  -- only with MOOR_API_TOKEN set (webhooks need neither).
+  config.public_host = nil
   if c.public_url then
     local pscheme, phost, pport = split_origin(c.public_url)
-    if pscheme then allow_host(pscheme, phost, pport) end
+    if pscheme and config.token then allow_host(pscheme, phost, pport)
+    elseif pscheme then
+      config.public_host = { [phost] = true, [phost .. ":" .. (pport or DEFAULT_PORT[pscheme])] = true }
+    end
   end
 end
 
@@ -100,6 +107,10 @@ end
 local function guard(req)
   local h = req.headers
   local host = h.host and h.host:lower()
+  if host and config.public_host and config.public_host[host] and not config.hosts[host] then
+    return fail("misdirected_request", ("Host '%s' is MOOR_PUBLIC_URL's (a tunnel or proxy, reachable from "
+      .. "anywhere): the API answers there only when MOOR_API_TOKEN is set; webhooks work without it"):format(h.host))
+  end
   if host and not config.any_host and not config.hosts[host] then
     return fail("misdirected_request", ("Host '%s' is not this server: connect to %s "
       .. "(or set MOOR_PUBLIC_URL to the address clients use); requests for other names are refused "

@@ -513,6 +513,9 @@ function M.createHook(opts)
   return make_hook("hook", { kind = "hook", token = opts.token })
 end
 
+-- Headers that frame an HTTP answer: moor's, never a respondWith's.
+local FRAMING = { ["content-length"] = true, ["transfer-encoding"] = true, connection = true }
+
 --- moor.createWebhook{ respondWith? }: a URL under /.well-known/workflow/v1/webhook/
 -- with a 32-byte random token. respondWith = { status, headers, body } answers
 -- each delivery (default 202 {"ok":true}).
@@ -523,6 +526,31 @@ function M.createWebhook(opts)
   if rw ~= nil then
     if type(rw) ~= "table" or (rw.status ~= nil and math.type(rw.status) ~= "integer") then
       error("moor.createWebhook: respondWith is { status = 200, headers = {...}, body = \"...\" }", 2)
+    end
+    -- Checked here, not at each delivery (which is recorded before it is
+    -- answered, so a sender that gets a 500 sends it again): names are
+    -- tokens, values strings or numbers without CR, LF or another control
+    -- byte, and none of the headers moor frames the answer with. (The HTTP
+    -- writer refuses the same, with a 500.)
+    if rw.headers ~= nil then
+      if type(rw.headers) ~= "table" then
+        error("moor.createWebhook: respondWith.headers is a table { [\"Name\"] = \"value\" }", 2)
+      end
+      for k, v in pairs(rw.headers) do
+        local why
+        if type(k) ~= "string" or not k:match("^[%w!#$%%&'*+%-.^_`|~]+$") then
+          why = "the name is not a header name"
+        elseif type(v) ~= "string" and type(v) ~= "number" then
+          why = "the value is a " .. type(v) .. ", not a string or number"
+        elseif tostring(v):find("[%z\1-\8\10-\31\127]") then
+          why = "the value holds CR, LF or another control character"
+        elseif FRAMING[k:lower()] then
+          why = "moor writes that header itself"
+        end
+        if why then
+          error(("moor.createWebhook: respondWith.headers[%q]: %s"):format(tostring(k), why), 2)
+        end
+      end
     end
   end
   return make_hook("webhook", { kind = "webhook", respondWith = rw })

@@ -100,3 +100,29 @@ grep -q '^agent: Charged: ' "$T/chat2.out" || fail "chat in process: $(cat "$T/c
 has_charged 3 || fail "chat in process did not charge once"
 kill $FAKE_PID
 pass "approvals only through the input channels; binding required, SHA-256, not echoed; sessions isolated"
+
+# The approval moor answer shows is the server's text (a call id is the
+# model's): printed for a terminal, without its control characters.
+cat >"$T/esc_model.lua" <<'LUA'
+return function(req)
+  for _, r in ipairs(fake.tool_results(req)) do
+    if r.name == "charge" then return fake.text("Charged: " .. r.content) end
+  end
+  return fake.tool_calls({ { id = "call_\27]0;owned\7\27[2J_" .. req.n, name = "charge", arguments = { amount = 7 } } })
+end
+LUA
+"$FAKE_MODEL" --script "$T/esc_model.lua" --listen 127.0.0.1:0 --log "$T/esc.jsonl" >"$T/esc.out" 2>"$T/esc.err" &
+ESC_PID=$!
+wait_for grep -q '^http://' "$T/esc.out"
+OPENAI_BASE_URL="$(head -1 "$T/esc.out")/v1" start_dev gated 127.0.0.1:0
+req POST /v1/sessions '{"message":"charge 7"}'
+expect 201 "POST /v1/sessions (escape model)"
+SE=$(field sessionId)
+has_pending_e() { [ -n "$(pending_request "$SE")" ]; }
+wait_for has_pending_e
+"$MOOR" answer "$(pending_request "$SE")" approve >"$T/o" 2>"$T/e" || fail "moor answer: $(cat "$T/o" "$T/e")"
+grep -q "answering the approval of charge" "$T/e" || fail "moor answer did not show the call: $(cat "$T/e")"
+if LC_ALL=C grep -q "$(printf '\033')" "$T/e"; then fail "moor answer printed an escape sequence: $(od -c "$T/e" | head)"; fi
+stop_dev
+kill $ESC_PID
+pass "moor answer shows the approval without the model's control characters"

@@ -86,7 +86,18 @@ if [ -n "$IP" ]; then
   [ $st = 2 ] || fail "moor cancel toward $IP exited $st: $(cat "$T/err")"
   grep -q "not a loopback" "$T/err" || fail "non-loopback message: $(cat "$T/err")"
   [ ! -s "$T/requests.log" ] || fail "a request went to the non-loopback $IP: $(cat "$T/requests.log")"
-  pass "no token to another user's lock file, nor to non-loopback $IP"
+  # A loopback-looking start is not a loopback URL: "127.0.0.1:1@" and
+  # "[::1]@" are user info, and the host is $IP.
+  for url in "http://127.0.0.1:1@$IP:$PORT" "http://[::1]@$IP:$PORT" "http://localhost:1@$IP:$PORT"; do
+    forge "$T/far.db" "$url" "$(id -u)"
+    set +e
+    timeout 20 "$MOOR" cancel run_x --db "$T/far.db" >"$T/out" 2>"$T/err"; st=$?
+    set -e
+    release
+    [ ! -s "$T/requests.log" ] || fail "a request went to $url: $(cat "$T/requests.log")"
+    [ $st = 2 ] || fail "moor cancel toward $url exited $st: $(cat "$T/err")"
+  done
+  pass "no token to another user's lock file, nor to non-loopback $IP (user info included)"
 else
   pass "no token to another user's lock file (no non-loopback address to try)"
 fi

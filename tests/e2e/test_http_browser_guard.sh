@@ -71,7 +71,19 @@ raw_req GET /v1/runs -H "Host: 127.0.0.1:$((PORT == 65535 ? 1 : PORT + 1))"
 expect_error 421 misdirected_request "the right host with another port"
 raw_req GET "/v1/runs/$A/events" -H "Host: evil.example:$PORT"
 expect_error 421 misdirected_request "an event stream with a rebinding Host"
-pass "rebinding Host 421 on reads, approvals and streams"
+# Two Host lines name two servers (a proxy in front may go by the first, the
+# router by the last): 400, whichever comes first.
+for hosts in "Host: evil.example:$PORT\r\nHost: 127.0.0.1:$PORT" "Host: 127.0.0.1:$PORT\r\nHost: evil.example:$PORT"; do
+  raw "$PORT" "GET /v1/inputs HTTP/1.1\r\n$hosts\r\nConnection: close\r\n\r\n" >"$T/twohost"
+  head -1 "$T/twohost" | grep -q '^HTTP/1.1 400 ' || fail "two Host headers: $(head -c 300 "$T/twohost")"
+  grep -q "$REQ" "$T/twohost" && fail "two Host headers read the inputs: $(cat "$T/twohost")"
+done
+# "Host : evil" is no Host to a parser that keeps the space in the name, but
+# may be one to a proxy in front: 400 (RFC 9112 5.1).
+raw "$PORT" "GET /v1/inputs HTTP/1.1\r\nHost : evil.example:$PORT\r\nConnection: close\r\n\r\n" >"$T/sphost"
+head -1 "$T/sphost" | grep -q '^HTTP/1.1 400 ' || fail "a space before the colon: $(head -c 300 "$T/sphost")"
+grep -q "$REQ" "$T/sphost" && fail "'Host : evil' read the inputs: $(cat "$T/sphost")"
+pass "rebinding Host 421 on reads, approvals and streams; two Host headers or 'Host :' 400"
 
 # 3. Preflight: no grant, whatever the Origin.
 for o in http://evil.example "http://127.0.0.1:$PORT"; do
@@ -95,8 +107,17 @@ raw_req GET /v1/inputs -H "Host: localhost:$PORT"
 expect 200 "Host: localhost:PORT"
 raw_req GET /v1/inputs -H "Host: [::1]:$PORT"
 expect 200 "Host: [::1]:PORT"
-raw_req GET /v1/inputs -H "Host: moor.example.com" -H "Origin: https://moor.example.com"
-expect 200 "the public host and origin"
+# Without MOOR_API_TOKEN the public host (a tunnel to this loopback port:
+# anyone on the internet) is refused on the API; with it, served (below).
+for h in moor.example.com moor.example.com:443 MOOR.example.com; do
+  raw_req GET /v1/inputs -H "Host: $h"
+  expect_error 421 misdirected_request "the public host $h without MOOR_API_TOKEN"
+  printf '%s' "$BODY" | grep -q MOOR_API_TOKEN || fail "the 421 does not say what to set: $BODY"
+  printf '%s' "$BODY" | grep -q "$REQ" && fail "the public host read the inputs: $BODY"
+done
+raw_req POST /v1/tools/deploy/calls -H "Host: moor.example.com" -H 'Content-Type: application/json' \
+  --data-binary '{"service":"tunnel"}'
+expect_error 421 misdirected_request "a call through the public host without MOOR_API_TOKEN"
 raw_req GET /v1/inputs -H "Origin: http://localhost:$PORT"
 expect 200 "a same-server Origin"
 raw_req POST "/v1/inputs/$REQ" -H "Origin: http://127.0.0.1:$PORT" \
@@ -105,7 +126,7 @@ expect 200 "a proper approval"
 no_cors "a proper approval"
 settled "$A" completed
 [ "$(count "apply web" "$WITNESS")" = 1 ] || fail "deploy did not apply once"
-pass "loopback names, the public host and same-server origins are served"
+pass "loopback names and same-server origins are served; the public host only with a token"
 
 # 5. Webhooks: any content type, any Origin, any Host (a public URL through a
 #    proxy or tunnel); the token is the capability.
@@ -119,6 +140,24 @@ raw_req POST "/${WH#https://*/}" -H 'Content-Type: text/plain' -H 'Origin: https
   -H 'Host: hooks.tunnel.example' --data-binary 'hello'
 expect 202 "a text/plain webhook delivery with a foreign Origin and Host"
 settled "$RUN" completed
+stop_dev
+
+# With MOOR_API_TOKEN the public host and origin are the API's (a client
+# through the tunnel sends the token).
+MOOR_API_TOKEN=guard-test-token-0123456789abcdef0123 start_dev "$T/example" 127.0.0.1:0
+raw_req GET /v1/inputs -H "Host: moor.example.com" -H "Origin: https://moor.example.com" \
+  -H "Authorization: Bearer guard-test-token-0123456789abcdef0123"
+expect 200 "the public host and origin with MOOR_API_TOKEN"
+raw_req GET /v1/inputs -H "Host: moor.example.com"
+expect_error 401 unauthorized "the public host with MOOR_API_TOKEN but none sent"
+stop_dev
+
+# A public URL that is this server's own loopback address stays served
+# without a token (it is no tunnel).
+LPORT=$PORT
+MOOR_PUBLIC_URL=http://localhost:$LPORT start_dev "$T/example" "127.0.0.1:$LPORT"
+raw_req GET /v1/runs -H "Host: localhost:$LPORT"
+expect 200 "MOOR_PUBLIC_URL=http://localhost:PORT, Host: localhost:PORT, no token"
 stop_dev
 
 # A malformed MOOR_PUBLIC_URL is refused at start (exit 2), saying what it needs.

@@ -58,6 +58,35 @@ deliver "$WH" "$T/h4"
 [ "$CODE" = 200 ] && grep -qi '^X-Good: yes' "$T/h4" || fail "a good respondWith header: $CODE $(cat "$T/h4")"
 pass "bare LF and a bad header name: 500; a good header goes out"
 
+# Framing headers are moor's: a respondWith Content-Length, Transfer-Encoding
+# or Connection would go out next to moor's own and desync the caller's
+# connection (two Content-Lengths; chunked framing over a sized body).
+for name in Content-Length Transfer-Encoding Connection content-length; do
+  case $name in [Cc]ontent-[Ll]ength) v=0 ;; Transfer-Encoding) v=chunked ;; *) v=keep-alive ;; esac
+  call webhook_respond "{\"headers\": {\"$name\": \"$v\"}}"
+  WH=$(webhook_url "$RUN")
+  deliver "$WH" "$T/hf"
+  n=$(grep -ci "^$name:" "$T/hf" || true)
+  [ "$n" -le 1 ] || fail "respondWith $name went out next to moor's own: $(cat "$T/hf")"
+  grep -qi '^transfer-encoding:' "$T/hf" && fail "respondWith Transfer-Encoding went out: $(cat "$T/hf")"
+  [ "$CODE" = 500 ] || fail "respondWith $name: expected 500 (refused), got $CODE: $(cat "$T/hf")"
+done
+pass "respondWith cannot set Content-Length, Transfer-Encoding or Connection"
+
+# A header value that is not a string or number (or a list for headers), a
+# CR/LF, a bad name or a framing header is the author's mistake:
+# createWebhook refuses it, so no delivery is recorded and then answered 500
+# (which a sender retries, delivering it again).
+for h in '{"X-A": true}' '{"X-A": ["a", "b"]}' '["x"]' '{"X-A": "1\r\nSet-Cookie: a=1"}' \
+         '{"Content-Length": "0"}' '{"Bad Name": "v"}'; do
+  call webhook_respond "{\"headers\": $h}"
+  WH=$(webhook_url "$RUN")
+  [ -z "$WH" ] || fail "createWebhook took respondWith.headers = $h (a URL: $WH)"
+  settled "$RUN" failed
+  run_body "$RUN" | grep -q 'respondWith' || fail "the run's error does not name respondWith: $BODY"
+done
+pass "createWebhook refuses respondWith headers moor could not write"
+
 # Item 31: versions.
 raw "$PORT" 'GET /v1/runs HTTP/9.9\r\nHost: x\r\n\r\n' >"$T/v1"
 head -1 "$T/v1" | grep -q '^HTTP/1.1 505 ' || fail "HTTP/9.9: $(head -1 "$T/v1")"

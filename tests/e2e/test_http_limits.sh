@@ -120,3 +120,33 @@ done
 [ -n "$ok" ] || fail "after the streams closed, requests are not served again: $code"
 pass "global cap: 503 when every connection is busy; served again once they close"
 stop_dev
+
+# --- 0 (or nonsense) is the default, as for every limit here: streams still open.
+for v in 0 -3 x; do
+  MOOR_MAX_STREAMS_PER_RUN=$v start_dev "$T/example" 127.0.0.1:0
+  req POST /v1/tools/hook_wait/calls "{\"token\": \"limits-zero-$v\"}"
+  expect 201 "a call to stream"
+  code=$(curl -s -o "$T/sse0" -w '%{http_code}' --max-time 1 -H "Authorization: Bearer $API_TOKEN" \
+    "$URL/v1/runs/$(field runId)/events") || true
+  [ "$code" = 200 ] || fail "MOOR_MAX_STREAMS_PER_RUN=$v: a first stream got $code: $(cat "$T/sse0")"
+  stop_dev
+done
+pass "MOOR_MAX_STREAMS_PER_RUN=0 (or not a positive number) is the default"
+
+# --- A negative limit is not "no limit" (strtoul would wrap -1 to the maximum).
+MOOR_BODY_LIMIT=-1 start_dev "$T/example" 127.0.0.1:0
+head -c 2000000 /dev/zero >"$T/2mb"
+code=$(curl -s -o "$T/neg" -w '%{http_code}' --max-time 10 --data-binary @"$T/2mb" \
+  "$URL/.well-known/workflow/v1/webhook/nope") || code=000
+[ "$code" = 413 ] || fail "MOOR_BODY_LIMIT=-1: a 2 MB body got $code, not 413 (the 1 MiB default)"
+stop_dev
+pass "MOOR_BODY_LIMIT=-1 is the default, not unlimited"
+set +e
+"$MOOR" dev --agent "$T/example" --listen 127.0.0.1:0 --body-limit -1 >"$T/neg.out" 2>"$T/neg.err" &
+NPID=$!
+for _ in $(seq 1 50); do kill -0 "$NPID" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$NPID" 2>/dev/null
+wait "$NPID"; st=$?
+set -e
+[ "$st" = 2 ] || fail "--body-limit -1: exit $st, not a usage error: $(cat "$T/neg.out" "$T/neg.err")"
+pass "--body-limit -1 is a usage error"

@@ -12,6 +12,9 @@ sed -i 's|model = "openai/gpt-5.5",|model = "openai/fake-model", modelTimeout = 
 grep -q 'modelTimeout' example/agent.lua || fail "could not point the agent at the fake model"
 
 start_fake() { # SCRIPT LOG
+  # emptied here, before the background job starts: else wait_for can read
+  # the previous server's URL and head -1 the file the new one just truncated
+  : >"$T/fake.out"
   "$FAKE_MODEL" --script "$MOOR_SRC/tests/fake/scripts/$1" --listen 127.0.0.1:0 --log "$2" >"$T/fake.out" 2>>"$T/fake.err" &
   FAKE_PID=$!
   : >"$T/fake.out.wait"
