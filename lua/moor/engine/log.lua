@@ -135,6 +135,7 @@ local reload_ids, reload_set = {}, {}
 -- restart in miniature: work that ran in it, steps included, runs again, as
 -- after a kill -9 before the commit).
 local function discard()
+  S.discards = S.discards + 1 -- counts kept from the database (waits' queued deliveries) are stale now
   if tx_first then
     for i = tx_first, nemitted do emitted[i] = nil end
     nemitted = tx_first - 1

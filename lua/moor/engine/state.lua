@@ -17,6 +17,7 @@ S.runq, S.qhead, S.qtail = {}, 1, 0 -- threads ready to resume (FIFO: determinis
 S.pending, S.npending = {}, 0       -- completions appended, not yet committed
 S.replaying = {}        -- runs still answering ops from their log (array)
 S.io_inflight = 0       -- steps parked on I/O
+S.discards = 0          -- failed commits taken back so far (counts kept from the database go stale)
 
 S.current_run = nil     -- the run whose body is executing
 S.in_body = false       -- true while a body (not a step) executes

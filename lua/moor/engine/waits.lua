@@ -79,8 +79,10 @@ end
 -- (conf.MAX_QUEUED, conf.MAX_QUEUED_BYTES), so a sender cannot grow the
 -- database while the run waits elsewhere.
 local queued = {} -- token -> { n, bytes }: counted from the database once, then kept
+local queued_at = 0 -- S.discards when those counts were taken: a failed commit makes them stale
 
 local function queued_for(token)
+  if queued_at ~= S.discards then queued, queued_at = {}, S.discards end
   local q = queued[token]
   if not q then
     local n, bytes = store.queued(token)
@@ -330,8 +332,7 @@ function M.deliver(token, request, via)
     complete(r, op, "hook.received", "await", payload)
   end
   local ok, cerr = log.commit()
-  if not ok then
-    queued[token] = nil -- counted again from the database next time
+  if not ok then -- (the failed commit made every count stale: counted again from the database)
     return errors.store_unavailable(cerr)
   end
   if not op then waiting.n, waiting.bytes = waiting.n + 1, waiting.bytes + #payload end
