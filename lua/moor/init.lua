@@ -176,20 +176,50 @@ end
 
 -- What the seeds' ctx has that moor does not yet: a clear NotSupported
 -- (never retried by a step) instead of "attempt to call a nil value".
-local function add_stubs(ctx)
-  ctx.getToken = not_supported("ctx.getToken (provider sign-in)")
-  ctx.requireAuth = not_supported("ctx.requireAuth (provider sign-in)")
-  ctx.getSandbox = not_supported("ctx.getSandbox (sandboxes)")
-  ctx.getSkill = not_supported("ctx.getSkill (skills)")
-  return ctx
-end
+local STUBS = {
+  getToken = not_supported("ctx.getToken (provider sign-in)"),
+  requireAuth = not_supported("ctx.requireAuth (provider sign-in)"),
+  getSandbox = not_supported("ctx.getSandbox (sandboxes)"),
+  getSkill = not_supported("ctx.getSkill (skills)"),
+}
+
+-- A workflow's ctx lives as long as its run (10,000 parked runs keep 10,000),
+-- so what is the same for every run comes through its metatable: the stubs,
+-- and ctx.session's `{}` outside a session, made on first use. pairs() shows
+-- the same fields as a plain tool's ctx.
+local WORKFLOW_CTX = {
+  __index = function(ctx, k)
+    if k == "session" then
+      local v = {}
+      rawset(ctx, "session", v)
+      return v
+    end
+    return STUBS[k]
+  end,
+  __pairs = function(ctx)
+    local _ = ctx.session
+    local stubs = false
+    return function(_, k)
+      local v
+      if not stubs then
+        k, v = next(ctx, k)
+        if k ~= nil then return k, v end
+        stubs = true
+      end
+      repeat k, v = next(STUBS, k) until k == nil or rawget(ctx, k) == nil
+      return k, v
+    end, ctx, nil
+  end,
+}
 
 --- The ctx of a plain tool, whoever calls it (a session's model or moor
 -- call): { callId, toolName, session = { id?, turnId? }, abortSignal } and
 -- the not-yet-supported getToken/requireAuth/getSandbox/getSkill.
 function M._plain_ctx(f)
-  return add_stubs { callId = f.callId, toolName = f.toolName, abortSignal = f.abortSignal,
-                     session = f.session or {} }
+  local ctx = { callId = f.callId, toolName = f.toolName, abortSignal = f.abortSignal,
+                session = rawget(f, "session") or {} }
+  for k, v in pairs(STUBS) do ctx[k] = v end
+  return ctx
 end
 
 -- The third argument of execute (seed 003's task): not built yet, so every
@@ -202,31 +232,35 @@ local TASK = setmetatable({}, {
 -- error("msg") in a tool's own file reaches the model (and the API) as
 -- written: the "file:line: " Lua prepends moves to the error's `where`,
 -- which the log keeps (moor logs shows it).
-local function locate(src, ok, ...)
-  if ok then return ... end
-  local e = ...
+local function relocate(src, e)
   if type(e) == "string" then
     local file, line, msg = e:match("^(.-):(%d+): (.*)$")
-    if file == src then error(errors.new("Error", msg, { where = file .. ":" .. line }), 0) end
+    if file == src then return errors.new("Error", msg, { where = file .. ":" .. line }) end
   end
-  error(e, 0)
+  return e
 end
 
-local function invoker(fn)
-  local info = debug.getinfo(fn, "S")
-  local src = info and info.short_src
-  return function(input, ctx) return locate(src, pcall(fn, input, ctx, TASK)) end
+local function locate(src, ok, ...)
+  if ok then return ... end
+  error(relocate(src, (...)), 0)
 end
 
 -- Bind a loaded tool to its name: the loader calls this once per file.
 function M._bind(tool, name, source_hash)
   tool.name = name
   tool.source_hash = source_hash
-  local execute = invoker(tool[tool.entry])
+  local fn = tool[tool.entry]
+  local info = debug.getinfo(fn, "S")
+  local src = info and info.short_src
+  local execute = function(input, ctx) return locate(src, pcall(fn, input, ctx, TASK)) end
   tool.invoke = execute
   if tool.shape.suspend == "workflow" then
-    -- The engine starts a body with its run's facts; the ctx is built here.
-    tool.body = function(input, facts) return execute(input, M._ctx(facts)) end
+    -- The engine builds the body's ctx from its run's facts with tool.ctx
+    -- (moor._ctx, the one place a ctx is made) and runs the body unwrapped
+    -- (a wrapper's frames would stay on the stack of every parked run): it
+    -- passes tool.task third and takes the run's error through tool.locate.
+    tool.body, tool.task, tool.ctx = fn, TASK, M._ctx
+    tool.locate = function(e) return relocate(src, e) end
   else
     -- A plain tool runs as one step of its run: not replayed, not retried
     -- (eve does not retry authored tools), progress still published.
@@ -298,7 +332,10 @@ end
 
 --- Durable sleep: parks the run without holding compute; survives restarts.
 function M.sleep(d)
-  local ms = duration.check(d, 2)
+  -- parse, not check: a frame less at the deepest point of a run that parks
+  -- here, which keeps its coroutine within Lua's first stack (issue 7 bench)
+  local ms, err = duration.parse(d)
+  if not ms then error(err, 2) end
   need_body("moor.sleep")
   local ok, v = engine.op("sleep", "sleep", { ms = ms })
   if not ok then error(v, 0) end
@@ -413,8 +450,11 @@ local function check_request(req)
   end
   -- requiresPerson: answered only through the input channels (inputResponses,
   -- POST /v1/inputs, moor answer, a terminal prompt), never by message text.
-  return { prompt = req.prompt, display = req.display, options = options, allowFreeform = req.allowFreeform,
-           requiresPerson = req.requiresPerson or nil }
+  -- (Set after the constructor, only when true: four fields fill a table's
+  -- four slots, and a parked run keeps its request.)
+  local clean = { prompt = req.prompt, display = req.display, options = options, allowFreeform = req.allowFreeform }
+  if req.requiresPerson then clean.requiresPerson = true end
+  return clean
 end
 
 local is_signal = abort_signals.is
@@ -436,8 +476,8 @@ end
 --- The ctx of a workflow body, built from its run's facts (the engine's
 -- { callId, toolName, runId, abortSignal, session }): the one place it is made.
 function M._ctx(f)
-  local ctx = add_stubs { callId = f.callId, toolName = f.toolName, runId = f.runId, abortSignal = f.abortSignal,
-                          session = f.session }
+  local ctx = setmetatable({ callId = f.callId, toolName = f.toolName, runId = f.runId,
+                             abortSignal = f.abortSignal, session = f.session }, WORKFLOW_CTX)
   --- ctx.agent(name): a session with another agent (see moor.session).
   ctx.agent = function(name)
     need_body("ctx.agent")

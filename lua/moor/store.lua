@@ -142,6 +142,13 @@ function M.pending_inputs()
     .. "ORDER BY created, request_id")
 end
 
+--- The runs with a pending question that are sessions or have a parent, as
+-- rows { id, tool, parent_id } (the others belong to no session).
+function M.linked_askers()
+  return query("SELECT id, tool, parent_id FROM runs WHERE id IN (SELECT run_id FROM inputs "
+    .. "WHERE status='pending') AND (tool='moor__session' OR parent_id IS NOT NULL)")
+end
+
 --- Pending questions of the given runs, as rows { request_id, request }.
 function M.pending_inputs_of(run_ids)
   local marks = {}
@@ -182,9 +189,10 @@ end
 
 --- Deliveries recorded for a token and not yet taken: count, bytes.
 function M.queued(token)
-  local row = first(query("SELECT count(*) AS n, coalesce(sum(length(CAST(payload AS BLOB))), 0) AS bytes "
-    .. "FROM deliveries WHERE token=? AND consumed=0", token))
-  return row and row.n or 0, row and row.bytes or 0
+  local row = first(query("SELECT count(*) AS n, coalesce(sum(length(CAST(payload AS BLOB))), 0) AS bytes, "
+    .. "(SELECT coalesce(max(n), 0) FROM deliveries WHERE token=?1) AS last "
+    .. "FROM deliveries WHERE token=?1 AND consumed=0", token))
+  return row and row.n or 0, row and row.bytes or 0, row and row.last or 0
 end
 
 --- The oldest delivery not yet taken, as { n, payload }, or nil.
@@ -197,9 +205,10 @@ function M.consume_delivery(token, n)
   return exec("UPDATE deliveries SET consumed=1 WHERE token=? AND n=?", token, n)
 end
 
---- Record the next delivery for a token; returns its number.
-function M.insert_delivery(token, run_id, payload, t)
-  local n = query("SELECT coalesce(max(n), 0) AS n FROM deliveries WHERE token=?", token)[1].n + 1
+--- Record the next delivery for a token (after `last`, when the caller has
+-- just read it: one query less); returns its number.
+function M.insert_delivery(token, run_id, payload, t, last)
+  local n = (last or query("SELECT coalesce(max(n), 0) AS n FROM deliveries WHERE token=?", token)[1].n) + 1
   exec("INSERT INTO deliveries(token, n, run_id, payload, time) VALUES(?,?,?,?,?)", token, n, run_id, payload, t)
   return n
 end

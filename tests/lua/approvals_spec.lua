@@ -254,3 +254,29 @@ describe("approval binding", function()
     end)
   end)
 end)
+
+describe("pending inputs", function()
+  it("name the outermost session they surface in: its approval, its tool run's question; none else", function()
+    local standalone = t.start("person_question", { person = false })
+    t.drive(standalone)
+    local agent = calling { { name = "pay", input = { amount = 1 } },
+                            { name = "person_question", input = { person = false } } }
+    with_agent(agent, {}, function()
+      local c = t.converse(agent, { "go" })
+      local approval = t.inputs(c.sessionId)[1]
+      assert.truthy(approval and approval.request.approval, "no approval pending")
+      assert.is_true((session.send(c.sessionId, { inputResponses = { bound(approval, "approve") } })))
+      t.drive(c.sessionId)
+      local by_run = {}
+      for _, q in ipairs(engine.inputs()) do by_run[q.runId] = q end
+      assert.is_nil(by_run[standalone].sessionId)
+      local child
+      for _, q in ipairs(t.inputs(c.sessionId)) do child = q end
+      assert.truthy(child, "the tool run's question is not pending: " .. json.encode(engine.inputs()))
+      assert.are_not.equal(c.sessionId, child.runId)
+      assert.are.equal(c.sessionId, child.sessionId)
+      assert.are.equal(approval.runId, c.sessionId)
+      assert.are.equal(c.sessionId, approval.sessionId)
+    end)
+  end)
+end)

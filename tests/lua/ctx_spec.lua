@@ -91,6 +91,31 @@ describe("ctx", function()
     end
   end)
 
+  it("a workflow's ctx shows the stubs and a session table of its own, shared through its metatable", function()
+    local shape = moor.defineWorkflowTool {
+      description = "Reports its ctx.", inputSchema = s.object {},
+      execute = function(_, ctx, task)
+        local k = keys(ctx)
+        ctx.session.mine = true -- its own table: no other run sees it
+        local ok, e = pcall(function() return task.postMessage("x") end)
+        return { keys = k, session = ctx.session.id or "none", task = not ok and errors.normalize(e).code,
+                 stub = type(ctx.getToken) }
+      end,
+    }
+    local a = t.call(shape, {})
+    local b = t.call(shape, {})
+    for _, want in ipairs { "abortSignal", "agent", "ask", "callId", "getSandbox", "getSkill", "getToken",
+                            "requireAuth", "runId", "session", "toolName" } do
+      local found = false
+      for _, have in ipairs(a.keys) do found = found or have == want end
+      assert.is_true(found, want .. " in " .. table.concat(a.keys, ","))
+    end
+    assert.are.same(a.keys, b.keys)
+    assert.are.equal("none", b.session)
+    assert.are.equal("NotSupported", a.task)
+    assert.are.equal("function", a.stub)
+  end)
+
   it("agent.started reaches the session's stream with callId, turnId, name, sessionId and streamPath", function()
     local helper = moor.defineAgent { instructions = "help", model = t.script { "hello" }, tool = false }
     register("delegate", moor.defineWorkflowTool {

@@ -162,6 +162,11 @@ describe("sessions", function()
     t.restart(c.sessionId) -- replay the whole conversation from the log
     assert.are.equal("running", engine.run_status(c.sessionId)) -- replayed cleanly, waiting for messages
     assert.are.equal(2, calls)
+    -- and published nothing again: the turn's answer, after its last op, included
+    local evs = t.events(c.sessionId)
+    assert.are.equal(1, #kinds(evs, "message.completed"))
+    assert.are.equal(1, #kinds(evs, "turn.completed"))
+    assert.are.equal(1, #kinds(evs, "action.result"))
     -- and it goes on: a new message is a new turn
     t.converse(agent, { "again" }, { sessionId = c.sessionId })
     engine.agent = nil

@@ -35,7 +35,6 @@ local signals = require "moor.signal"
 local S = require "moor.engine.state"
 local timers = require "moor.engine.timers"
 local log = require "moor.engine.log"
-local sched = require "moor.engine.sched"
 local waits = require "moor.engine.waits"
 local runs = require "moor.engine.runs"
 local steps = require "moor.engine.steps"
@@ -63,10 +62,18 @@ function M.current() return S.in_body and S.current_run or nil end
 function M.step_info() return S.step_info end
 
 --- From a body: publish an event on the run's stream (a session's
--- message.*, turn.*, action.result). Not an op: skipped while replaying.
+-- message.*, turn.*, action.result). Not an op: a replayed body publishes
+-- again, in the same order, what its log already holds, so the first
+-- r.logged_pubs (counted by replay's load_run: the log's events with no op
+-- and no name, but run.note, progress, run.cancel, run.abort) are skipped.
+-- Counted rather than judged by position: what a body published after its
+-- last op (a turn's answer, before the session waits again) is behind no op.
 function M.publish(kind, payload)
   local r = S.current_run
-  if not r or sched.behind_log(r) then return end
+  if not r then return end
+  local n = (r.npub or 0) + 1
+  r.npub = n
+  if n <= (r.logged_pubs or 0) then return end
   log.append(r, nil, kind, nil, type(payload) == "string" and payload or json.encode(payload))
 end
 

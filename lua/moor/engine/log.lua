@@ -33,6 +33,7 @@ local emitted, nemitted = {}, 0 -- events for the listeners, committed or in the
 -- what it holds of it in memory too (discard, below).
 local tx_first = nil
 local tx_runs = {}
+local tx_n, tx_one = 0, nil -- how many runs tx_runs holds, and the first one
 
 --- The cause while commits fail (nil while they work): the API answers
 -- writes 503 and the host retries the engine's round with a backoff.
@@ -75,7 +76,11 @@ append = function(r, op, kind, name, payload)
   local ok, err = store.append(r.id, seq, op, kind, name, payload, t)
   if not ok then error("cannot record event: " .. tostring(err), 0) end
   if not tx_first then tx_first = nemitted + 1 end
-  tx_runs[r] = true
+  if not tx_runs[r] then
+    tx_runs[r] = true
+    tx_n = tx_n + 1
+    if tx_n == 1 then tx_one = r end
+  end
   -- Handed to the embedder's listener and the event streams after the commit.
   nemitted = nemitted + 1
   emitted[nemitted] = { r.id, seq, kind, name, payload, t, op }
@@ -141,7 +146,7 @@ local function discard()
     nemitted = tx_first - 1
   end
   local touched = tx_runs
-  tx_first, tx_runs = nil, {}
+  tx_first, tx_runs, tx_n, tx_one = nil, {}, 0, nil
   local keep, n = {}, 0
   for i = 1, S.npending do
     local p = S.pending[i]
@@ -176,7 +181,9 @@ function M.commit()
   local ok, err = store.commit()
   if ok then
     tx_first = nil
-    if next(tx_runs) then tx_runs = {} end
+    -- One run touched (the usual round): cleared in place, no new table.
+    if tx_n == 1 then tx_runs[tx_one] = nil elseif tx_n > 1 then tx_runs = {} end
+    tx_n, tx_one = 0, nil
     if err then M.store_error = nil end -- (err: a transaction was written)
     return true
   end

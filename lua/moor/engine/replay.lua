@@ -98,11 +98,11 @@ function M.load_run(row)
         row.tool, row.tool, row.id)))
     return r
   end
-  if kinds[1] == "run.started" then
+  if kinds[1] == "run.started" and payloads[1]:find('"session":', 1, true) then
     local p = decode(payloads[1])
     r.session = type(p) == "table" and type(p.session) == "table" and p.session or nil
   end
-  local recorded, replay, nreplay, max_op = r.recorded, r.replay, 0, 0
+  local recorded, replay, nreplay, max_op, npub = r.recorded, r.replay, 0, 0, 0
   local OPKIND, COMPLETIONS = log.OPKIND, log.COMPLETIONS
   for i = 1, n do
     local op, kind = ops[i], kinds[i]
@@ -130,8 +130,11 @@ function M.load_run(row)
     elseif kind == "run.cancel" or kind == "run.abort" then
       nreplay = nreplay + 1
       replay[nreplay] = i
+    elseif not names[i] and kind ~= "run.note" then
+      npub = npub + 1 -- what the body published (engine.publish)
     end
   end
+  if npub > 0 then r.logged_pubs = npub end
   r.seq = last_seq
   r.max_op, r.nreplay = max_op, nreplay
   -- Replay reads the columns directly: replay[k] is an index into them.

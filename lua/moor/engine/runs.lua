@@ -78,6 +78,7 @@ end
 --- End run r: ok and the body's value, or false and what it raised.
 function M.finish_run(r, ok, v)
   if r.settled then return end
+  if not ok and r.tool.locate then v = r.tool.locate(v) end -- (moor._bind: the error as written)
   waits.release(r)
   if r.cancelling then
     -- After a cancel the result is discarded, whatever the body did.
@@ -169,17 +170,19 @@ end
 
 --- A run in memory from its row (not yet started).
 function M.new_run(row, tool)
-  return {
+  local r = {
     id = row.id, tool_name = row.tool, tool = tool, call_id = row.call_id,
     seq = 0, nops = 0, max_op = 0, nready = 0,
     started = row.started, now = row.started,
     recorded = {}, waiters = {}, threads = {}, versions = {},
     replay = {}, rpos = 1, nreplay = 0, deferred = {},
     asks = {}, hook_ops = {}, hook_waiting = {}, channel = row.channel or "default",
-    parent_id = row.parent_id, child_waiting = {}, session = row.session,
+    parent_id = row.parent_id, child_waiting = {},
     rng = (row.seed ~= 0 and row.seed or 0x9E3779B97F4A7C15),
     status = "running",
   }
+  r.session = row.session -- (not in the constructor: a slot in every run)
+  return r
 end
 
 --- Start r's body. It gets the run's facts, from which the authoring API
@@ -189,10 +192,12 @@ function M.start_main(r, input)
   r.signal = signals.new()
   local facts = {
     callId = r.call_id, toolName = r.tool_name, runId = r.id, abortSignal = r.signal,
-    -- The session whose tool call this run serves: { id, turnId }; {} outside one.
-    session = { id = r.session and r.session.id, turnId = r.session and r.session.turnId },
+    -- The session whose tool call this run serves: { id, turnId }; outside
+    -- one, the ctx gives {} on first use.
+    session = r.session and { id = r.session.id, turnId = r.session.turnId },
   }
-  r.main = sched.new_thread(r, r.tool.body, input, facts)
+  local tool = r.tool
+  r.main = sched.new_thread(r, tool.body, input, tool.ctx and tool.ctx(facts) or facts, tool.task)
   S.runs[r.id] = r
   S.nruns = S.nruns + 1
   ready(r.main, nil)

@@ -72,15 +72,15 @@ end
 -- (run steps). coroutine.close, from outside, cannot let them yield.
 -- The coroutine is started at once up to a first yield that holds fn and its
 -- arguments; its first real resume calls fn (a tail call: no frame is left).
-local function start(fn, a, b)
+local function start(fn, a, b, c)
   co_yield()
-  return fn(a, b)
+  return fn(a, b, c)
 end
 
---- A new thread of run r that will call fn(a, b) when first resumed.
-function M.new_thread(r, fn, a, b)
+--- A new thread of run r that will call fn(a, b, c) when first resumed.
+function M.new_thread(r, fn, a, b, c)
   local co = co_create(pcall)
-  co_resume(co, start, fn, a, b)
+  co_resume(co, start, fn, a, b, c)
   local th = { run = r, co = co }
   r.threads[#r.threads + 1] = th
   return th

@@ -81,15 +81,16 @@ end
 local queued = {} -- token -> { n, bytes }: counted from the database once, then kept
 local queued_at = 0 -- S.discards when those counts were taken: a failed commit makes them stale
 
+-- Returns the count, and the token's last delivery number when it was read
+-- with it (one query, not two, for a token's first delivery).
 local function queued_for(token)
   if queued_at ~= S.discards then queued, queued_at = {}, S.discards end
   local q = queued[token]
-  if not q then
-    local n, bytes = store.queued(token)
-    q = { n = n, bytes = bytes }
-    queued[token] = q
-  end
-  return q
+  if q then return q end
+  local n, bytes, last = store.queued(token)
+  q = { n = n, bytes = bytes }
+  queued[token] = q
+  return q, last
 end
 
 -- The next delivery for token that the body has not seen, consumed now.
@@ -279,14 +280,15 @@ function M.answer_line(req_id, line)
 end
 
 -- The outermost session a run belongs to (its questions surface there), or nil.
-local function root_session(run_id)
-  local found
+local function root_session(run_id, tool, parent_id)
+  local found = tool == "moor__session" and run_id or nil
+  run_id = parent_id
   for _ = 1, conf.SESSION_DEPTH do
+    if not run_id then break end
     local row = store.run(run_id)
     if not row then break end
     if row.tool == "moor__session" then found = run_id end
     run_id = row.parent_id
-    if not run_id then break end
   end
   return found
 end
@@ -294,10 +296,17 @@ end
 --- Pending questions: { { requestId, runId, sessionId?, request, created }, ... }
 -- (sessionId: the outermost session whose stream shows the question).
 function M.inputs()
+  -- The asking runs that are sessions or have a parent; the others (most, as
+  -- moor call's) belong to no session, and cost no query each.
+  local linked = {}
+  for _, run in ipairs(store.linked_askers() or {}) do linked[run.id] = run end
   local out = {}
   for i, row in ipairs(store.pending_inputs()) do
-    out[i] = { requestId = row.request_id, runId = row.run_id, request = decode(row.request),
-               created = row.created, sessionId = root_session(row.run_id) }
+    -- (sessionId set apart, only when there is one: four fields fill a table's four slots)
+    local o = { requestId = row.request_id, runId = row.run_id, request = decode(row.request), created = row.created }
+    local run = linked[row.run_id]
+    if run then o.sessionId = root_session(run.id, run.tool, run.parent_id) end
+    out[i] = o
   end
   return json.array(out)
 end
@@ -318,13 +327,16 @@ function M.deliver(token, request, via)
   if not payload then return fail("bad_request", err) end
   local r = S.runs[h.run_id]
   local q = r and r.hook_waiting[token]
-  local waiting = queued_for(token)
-  if not (q and q[1]) and (waiting.n >= conf.MAX_QUEUED or waiting.bytes + #payload > conf.MAX_QUEUED_BYTES) then
+  -- Counted only for a delivery that will queue (a waiting run takes it now:
+  -- a session's next message costs no count query).
+  local waiting, last
+  if not (q and q[1]) then waiting, last = queued_for(token) end
+  if waiting and (waiting.n >= conf.MAX_QUEUED or waiting.bytes + #payload > conf.MAX_QUEUED_BYTES) then
     return fail("too_many_deliveries", ("this %s already has %d deliveries (%.1f MiB) waiting for its run to "
       .. "take them, and takes at most %d or %d MiB: retry later"):format(h.kind, waiting.n,
         waiting.bytes / 1048576, conf.MAX_QUEUED, conf.MAX_QUEUED_BYTES // 1048576))
   end
-  local dn = store.insert_delivery(token, h.run_id, payload, now_ms())
+  local dn = store.insert_delivery(token, h.run_id, payload, now_ms(), last)
   local op = q and table.remove(q, 1)
   if q and #q == 0 then r.hook_waiting[token] = nil end
   if op then
@@ -335,7 +347,7 @@ function M.deliver(token, request, via)
   if not ok then -- (the failed commit made every count stale: counted again from the database)
     return errors.store_unavailable(cerr)
   end
-  if not op then waiting.n, waiting.bytes = waiting.n + 1, waiting.bytes + #payload end
+  if waiting then waiting.n, waiting.bytes = waiting.n + 1, waiting.bytes + #payload end
   return h.kind, h.respond and decode(h.respond) or nil
 end
 
