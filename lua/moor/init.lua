@@ -476,8 +476,8 @@ end
 --- The ctx of a workflow body, built from its run's facts (the engine's
 -- { callId, toolName, runId, abortSignal, session }): the one place it is made.
 function M._ctx(f)
-  local ctx = setmetatable({ callId = f.callId, toolName = f.toolName, runId = f.runId,
-                             abortSignal = f.abortSignal, session = f.session }, WORKFLOW_CTX)
+  -- The facts become the ctx (no copy: a parked run keeps one table).
+  local ctx = setmetatable(f, WORKFLOW_CTX)
   --- ctx.agent(name): a session with another agent (see moor.session).
   ctx.agent = function(name)
     need_body("ctx.agent")
