@@ -6,7 +6,7 @@
 -- Runs use the test database `moor test` opened, and the real engine: steps
 -- are recorded, timers really wait (use short durations), and t.restart(run)
 -- drops a run from memory and replays it from its log.
-local moor = require "moor"
+local define = require "moor.authoring.define"
 local engine = require "moor.engine"
 local session = require "moor.session"
 local http = require "moor.http"
@@ -24,10 +24,12 @@ local function resolve(tool)
     if not engine.tools[tool] then error("unknown tool '" .. tool .. "'", 3) end
     return tool
   end
-  if not moor.isTool(tool) then error("moor.testing: pass a tool name or a defineTool/defineWorkflowTool value", 3) end
+  if not define.isTool(tool) then
+    error("moor.testing: pass a tool name or a defineTool/defineWorkflowTool value", 3)
+  end
   if not tool.name then
     anon = anon + 1
-    moor._bind(tool, "spec_tool_" .. anon, core.hash(tostring(anon)))
+    define._bind(tool, "spec_tool_" .. anon, core.hash(tostring(anon)))
   end
   engine.register(tool.name, tool)
   return tool.name
