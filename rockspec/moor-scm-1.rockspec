@@ -62,6 +62,7 @@ build = {
     ["moor.fence"] = "lua/moor/fence.lua",
     ["moor.host"] = "lua/moor/host.lua",
     ["moor.http"] = "lua/moor/http.lua",
+    ["moor.http.status"] = "lua/moor/http/status.lua",
     ["moor.json"] = "lua/moor/json.lua",
     ["moor.loader"] = "lua/moor/loader.lua",
     ["moor.schema"] = "lua/moor/schema/init.lua",
