@@ -10,15 +10,14 @@ local abort_signals = require "moor.signal"
 local flow = require "moor.authoring.flow"
 local agent = require "moor.authoring.agent"
 
-local need_body = flow.need_body
-
 local M = {}
 
--- A function that raises NotSupported for what (see moor.workflow, ctx.getToken).
-local function not_supported(what)
+--- not_supported(what) -> a function that raises NotSupported for what (see
+-- moor.workflow, ctx.getToken, the task argument).
+function M.not_supported(what)
   return function() errors.not_supported(what, 2) end
 end
-M.not_supported = not_supported
+local not_supported = M.not_supported
 
 -- What the seeds' ctx has that moor does not yet: a clear NotSupported
 -- (never retried by a step) instead of "attempt to call a nil value".
@@ -89,7 +88,7 @@ function M._ctx(f)
                           session = f.session }
   --- ctx.agent(name): a session with another agent (see moor.session).
   ctx.agent = function(name)
-    need_body("ctx.agent")
+    flow.need_body("ctx.agent")
     if type(name) ~= "string" then error("ctx.agent needs an agent name", 2) end
     return agent.agent_handle(name, ctx)
   end
@@ -97,7 +96,7 @@ function M._ctx(f)
   --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
   --   | { status = "cancelled" } | { status = "unavailable" }
   ctx.ask = function(request, opts)
-    need_body("ctx.ask")
+    flow.need_body("ctx.ask")
     local clean = check_request(request)
     local signals = { ctx.abortSignal }
     if opts ~= nil then

@@ -10,8 +10,6 @@ local providers = require "moor.providers"
 local flow = require "moor.authoring.flow"
 local ctx_builder = require "moor.authoring.ctx"
 
-local not_supported = ctx_builder.not_supported
-
 local M = {}
 
 local definitions = setmetatable({}, { __mode = "k" }) -- tool table -> true
@@ -122,8 +120,8 @@ function M.disableTool() return DISABLED end
 function M.isDisabledTool(v) return v == DISABLED end
 
 --- Seed names moor does not have yet: they raise NotSupported (not retried).
-M.workflow = not_supported("moor.workflow (the runtime-generated workflow tool)")
-M.defineDynamic = not_supported("moor.defineDynamic (dynamic tools)")
+M.workflow = ctx_builder.not_supported("moor.workflow (the runtime-generated workflow tool)")
+M.defineDynamic = ctx_builder.not_supported("moor.defineDynamic (dynamic tools)")
 M.NotSupported = errors.NotSupported
 
 --- An agent definition (agent/agent.lua, a subagent's agent.lua), validated at load;
@@ -159,7 +157,7 @@ end
 -- The third argument of execute (seed 003's task): not built yet, so every
 -- field of it (task.postMessage, ...) raises NotSupported.
 local TASK = setmetatable({}, {
-  __index = function(_, k) return not_supported("task." .. tostring(k) .. " (background tasks)") end,
+  __index = function(_, k) return ctx_builder.not_supported("task." .. tostring(k) .. " (background tasks)") end,
   __newindex = function() errors.not_supported("task (background tasks)", 2) end,
 })
 

@@ -8,9 +8,10 @@ local duration = require "moor.duration"
 local abort_signals = require "moor.signal"
 local conf = require "moor.conf"
 
-local M = {}
-
+-- A step's policy unless it says otherwise.
 local DEFAULT_POLICY = conf.STEP_POLICY
+
+local M = {}
 
 local function make_policy(p)
   if p == nil then return DEFAULT_POLICY end

@@ -119,12 +119,10 @@ local function check_bounds(s)
   end
   for _, l in ipairs(lows) do
     local lo = s[l[1]]
-    if lo ~= nil then
-      for _, h in ipairs(highs) do
-        local hi = s[h[1]]
-        if hi ~= nil and (lo > hi or (lo == hi and (l[2] == ">" or h[2] == "<"))) then
-          return fmt("no number is %s %s and %s %s", l[2], fmt_num(lo), h[2], fmt_num(hi)), { l[1] }
-        end
+    for _, h in ipairs(highs) do
+      local hi = s[h[1]]
+      if lo ~= nil and hi ~= nil and (lo > hi or (lo == hi and (l[2] == ">" or h[2] == "<"))) then
+        return fmt("no number is %s %s and %s %s", l[2], fmt_num(lo), h[2], fmt_num(hi)), { l[1] }
       end
     end
   end

@@ -16,10 +16,6 @@ local flow = require "moor.authoring.flow"
 local world = require "moor.authoring.world"
 local tool_calls = require "moor.session.calls"
 
-local model_tools, run_call = tool_calls.model_tools, tool_calls.run_call
-
-local M = {}
-
 -- Resolve the agent's model: "provider/model", or a scripted model from
 -- moor.testing.script (a table marked kind = "scripted").
 local function resolve(model)
@@ -62,7 +58,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
   engine.publish("turn.started", { turnId = turn_id })
   local usage = { inputTokens = 0, outputTokens = 0 }
   local max_steps = agent.maxSteps or conf.MAX_STEPS
-  local tools = model_tools(state.tools)
+  local tools = tool_calls.model_tools(state.tools)
   for step = 1, max_steps do
     counter.calls = counter.calls + 1
     local ok, res = pcall(callModel, agent.model, {
@@ -103,7 +99,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     -- Parallel tool calls in one model step run concurrently, as branches;
     -- meanwhile the inbox is watched, so a message can steer or answer.
     local futures = {}
-    for i, call in ipairs(calls) do futures[i] = flow.async(run_call, call, session_id, state, turn_id) end
+    for i, call in ipairs(calls) do futures[i] = flow.async(tool_calls.run_call, call, session_id, state, turn_id) end
     local all = flow.async(flow.all, futures)
     local results
     while true do
@@ -133,6 +129,4 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
   return { status = "failed", error = { code = "MaxSteps", message = reason } }
 end
 
-M.run_turn = run_turn
-
-return M
+return { run_turn = run_turn }
