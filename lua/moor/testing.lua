@@ -9,7 +9,7 @@
 local define = require "moor.authoring.define"
 local engine = require "moor.engine"
 local session = require "moor.session"
-local http = require "moor.http"
+local http_status = require "moor.http.status"
 local store = require "moor.store"
 local core = require "moor.core"
 local json = require "moor.json"
@@ -96,12 +96,12 @@ function M.inputs(id)
 end
 
 --- Answer a question as the HTTP API would: true or nil, status, code, message.
-function M.answer(...) return http.with_status(engine.answer(...)) end
+function M.answer(...) return http_status.with_status(engine.answer(...)) end
 --- Cancel a run as the HTTP API would.
-function M.cancel(id) return http.with_status(engine.cancel(id)) end
+function M.cancel(id) return http_status.with_status(engine.cancel(id)) end
 --- Deliver to a hook or webhook as the HTTP API would: its kind and
 -- respondWith, or nil, status, code, message.
-function M.deliver(...) return http.with_status(engine.deliver(...)) end
+function M.deliver(...) return http_status.with_status(engine.deliver(...)) end
 
 --- One scheduler round: run what is ready now.
 function M.step() return engine.tick() end
