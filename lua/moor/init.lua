@@ -21,8 +21,9 @@
 --                          version, sortedPairs, AbortController
 --   authoring/world.lua    hooks, webhooks and moor.fetch
 --   authoring/outputs.lua  approval, toolOutput, toolOutputPart
--- The loader and moor.testing require these parts, never this face, so the
--- face can require them at the top.
+-- The loader, moor.session and moor.testing require these parts, never this
+-- face (no file under lua/ does: tests/e2e/test_layout.sh), so the face can
+-- require the loader and moor.testing at the top without a cycle.
 local core = require "moor.core"
 local engine = require "moor.engine"
 local errors = require "moor.errors"

@@ -44,6 +44,12 @@ for a in "${ALLOWED_INNER[@]}"; do
   grep -q -x -F -- "${a#*:}" "${a%%:*}" || fail "the listed exception is gone, drop it from ALLOWED_INNER: $a"
 done
 pass "every Lua file under lua/ requires only at the top (but ${#ALLOWED_INNER[@]} commented cycles)"
+# Only authors (tools/, agents) require the face `moor`; moor's own modules
+# require its parts (lua/moor/authoring/), so the face can require the loader
+# and moor.testing at its top without a cycle.
+face=$(grep -rnE "require[ (]*[\"']moor[\"']" lua --include='*.lua' | grep -v -E '^[^:]+:[0-9]+:[[:space:]]*--' || true)
+[ -z "$face" ] || fail "a module under lua/ requires the face \"moor\" (require its part in lua/moor/authoring/): $face"
+pass "no module under lua/ requires the face moor"
 
 # Statuses: no engine, session or store code returns an HTTP status; the one
 # table is moor.http.status.
