@@ -7,7 +7,7 @@
 -- (its own wins) or agent/tools/<name>.lua returns moor.disableTool().
 -- tools/subagent.lua makes the tool of each subagent the model can call.
 local core = require "moor.core"
-local moor = require "moor"
+local define = require "moor.authoring.define"
 local session = require "moor.session"
 
 local M = {}
@@ -89,9 +89,9 @@ local function load_tools(tools_dir, prefix, errs, loaded)
       local v, err, src = load_file(path)
       if err then
         errs[#errs + 1] = err
-      elseif moor.isDisabledTool(v) then
+      elseif define.isDisabledTool(v) then
         disabled[name] = path
-      elseif not moor.isTool(v) then
+      elseif not define.isTool(v) then
         errs[#errs + 1] = ("%s:1: the file must return a tool: end it with "
           .. "`return moor.defineTool{ ... }` or `return moor.defineWorkflowTool{ ... }`, "
           .. "or `return moor.disableTool()` to hide the built-in tool or subagent of its name (got %s)"):format(
@@ -136,7 +136,7 @@ function M.builtins()
       errs[#errs + 1] = err
     elseif type(v) == "function" then
       out.factories[name] = { make = v, hash = core.hash(src), path = path }
-    elseif moor.isTool(v) then
+    elseif define.isTool(v) then
       out.tools[name] = { tool = v, hash = core.hash(src), path = path }
     else
       errs[#errs + 1] = path .. ":1: a built-in tool file must return a tool or a function that makes one"
@@ -154,7 +154,7 @@ function M.subagent_tool(name, sub, builtins)
   local f = assert(b.factories.subagent, "moor's tools/subagent.lua is missing")
   -- The hash names the subagent (not the file), as before tools/ existed, so
   -- older runs replay without a source-change note.
-  return moor._bind(f.make(name, sub), name, core.hash("moor.subagent/" .. name))
+  return define._bind(f.make(name, sub), name, core.hash("moor.subagent/" .. name))
 end
 
 --- Register the built-in tools an engine has no tool of that name for (an
@@ -165,7 +165,7 @@ function M.register_builtins(engine)
   for name, x in pairs(b.tools) do
     if not engine.tools[name] then
       x.tool.file = x.path
-      engine.register(name, moor._bind(x.tool, name, x.hash))
+      engine.register(name, define._bind(x.tool, name, x.hash))
     end
   end
 end
@@ -195,7 +195,7 @@ local function load_agent_file(path, errs)
   local v, err = load_file(path)
   if err then
     errs[#errs + 1] = err
-  elseif not (type(v) == "table" and v.kind == "agent" and moor.isTool(v)) then
+  elseif not (type(v) == "table" and v.kind == "agent" and define.isTool(v)) then
     errs[#errs + 1] = path .. ":1: agent.lua must return moor.defineAgent{ model, description, instructions }"
   else
     return v
@@ -275,11 +275,11 @@ function M.load(dir, engine)
     local taken = root_tools[name] or (subagents[name] and subagents[name].tool ~= false and not root_off[name])
     b.registered = taken and ("moor." .. name) or name
     b.tool.file = b.path
-    engine.register(b.registered, moor._bind(b.tool, b.registered, b.hash))
+    engine.register(b.registered, define._bind(b.tool, b.registered, b.hash))
   end
   for _, l in ipairs(loaded) do
     l.tool.file = l.path
-    engine.register(l.name, moor._bind(l.tool, l.name, l.hash))
+    engine.register(l.name, define._bind(l.tool, l.name, l.hash))
   end
   engine.agent = agent
   if agent then

@@ -6,10 +6,10 @@
 -- Runs use the test database `moor test` opened, and the real engine: steps
 -- are recorded, timers really wait (use short durations), and t.restart(run)
 -- drops a run from memory and replays it from its log.
-local moor = require "moor"
+local define = require "moor.authoring.define"
 local engine = require "moor.engine"
 local session = require "moor.session"
-local http = require "moor.http"
+local http_status = require "moor.http.status"
 local store = require "moor.store"
 local core = require "moor.core"
 local json = require "moor.json"
@@ -24,10 +24,12 @@ local function resolve(tool)
     if not engine.tools[tool] then error("unknown tool '" .. tool .. "'", 3) end
     return tool
   end
-  if not moor.isTool(tool) then error("moor.testing: pass a tool name or a defineTool/defineWorkflowTool value", 3) end
+  if not define.isTool(tool) then
+    error("moor.testing: pass a tool name or a defineTool/defineWorkflowTool value", 3)
+  end
   if not tool.name then
     anon = anon + 1
-    moor._bind(tool, "spec_tool_" .. anon, core.hash(tostring(anon)))
+    define._bind(tool, "spec_tool_" .. anon, core.hash(tostring(anon)))
   end
   engine.register(tool.name, tool)
   return tool.name
@@ -94,12 +96,12 @@ function M.inputs(id)
 end
 
 --- Answer a question as the HTTP API would: true or nil, status, code, message.
-function M.answer(...) return http.with_status(engine.answer(...)) end
+function M.answer(...) return http_status.with_status(engine.answer(...)) end
 --- Cancel a run as the HTTP API would.
-function M.cancel(id) return http.with_status(engine.cancel(id)) end
+function M.cancel(id) return http_status.with_status(engine.cancel(id)) end
 --- Deliver to a hook or webhook as the HTTP API would: its kind and
 -- respondWith, or nil, status, code, message.
-function M.deliver(...) return http.with_status(engine.deliver(...)) end
+function M.deliver(...) return http_status.with_status(engine.deliver(...)) end
 
 --- One scheduler round: run what is ready now.
 function M.step() return engine.tick() end

@@ -186,7 +186,7 @@ function M.new_run(row, tool)
 end
 
 --- Start r's body. It gets the run's facts, from which the authoring API
--- (lua/moor/init.lua, moor._bind) builds the ctx the tool sees:
+-- (lua/moor/authoring/define.lua, moor._bind: tool.ctx) builds the ctx the tool sees:
 -- { callId, toolName, runId, abortSignal, session = { id?, turnId? } }.
 function M.start_main(r, input)
   r.signal = signals.new()

@@ -443,7 +443,9 @@ function M.resolve(model_id, env)
     return nil, M.fail("unknown_provider", ("unknown model provider '%s' in '%s': %s"):format(
       prefix, model_id, HINT))
   end
-  return require(module).new(model, env_reader(env)) -- the provider named at run time
+  -- required here: the provider is named at run time, and each provider module
+  -- requires this one (a real cycle)
+  return require(module).new(model, env_reader(env))
 end
 
 --- The provider names resolve knows.

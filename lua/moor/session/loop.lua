@@ -1,0 +1,132 @@
+--- The turn loop of a session: one turn is model steps (each a step of the
+-- session's run, recorded with its usage, so a restart never calls the model
+-- again for a finished step) and the model's tool calls, run concurrently as
+-- branches while the inbox is watched (a message can steer or answer), until
+-- a final answer (checked against outputSchema when the message asked for
+-- one) or maxSteps.
+local engine = require "moor.engine"
+local core = require "moor.core"
+local json = require "moor.json"
+local schema = require "moor.schema"
+local errors = require "moor.errors"
+local conf = require "moor.conf"
+local providers = require "moor.providers"
+local scripted = require "moor.providers.scripted"
+local flow = require "moor.authoring.flow"
+local world = require "moor.authoring.world"
+local tool_calls = require "moor.session.calls"
+
+-- Resolve the agent's model: "provider/model", or a scripted model from
+-- moor.testing.script (a table marked kind = "scripted").
+local function resolve(model)
+  if type(model) == "table" and model.kind == "scripted" then
+    return scripted.new(model.script)
+  end
+  return providers.resolve(model)
+end
+
+-- I/O for a provider inside the model step: non-blocking fetch and sleep on
+-- the engine's loop.
+local step_io = {
+  fetch = function(req) return world.fetch(req) end,
+  sleep = function(ms) return engine.io(function(resume) core.after(ms, resume) end) end,
+}
+
+local callModel = flow.step("model", function(model, req)
+  local provider, err = resolve(model)
+  if not provider then error(errors.new(err.code or "config", err.message)) end
+  -- A scripted model numbers its calls per session: the session's own count
+  -- (replayed state) tells it, so a restart does not renumber them.
+  if provider.calls ~= nil and req.callNumber then provider.calls = req.callNumber - 1 end
+  local res, perr = provider:complete(req, step_io)
+  if not res then
+    -- The provider already retried what can be retried; the step does not
+    -- (retries = 0), and the turn fails with the provider's code.
+    error(errors.new(perr.code or "model_error", perr.message, { status = perr.status }))
+  end
+  return res
+end, { retries = 0 })
+
+local function add_usage(total, u)
+  if type(u) ~= "table" then return end
+  total.inputTokens = total.inputTokens + (math.tointeger(u.inputTokens) or 0)
+  total.outputTokens = total.outputTokens + (math.tointeger(u.outputTokens) or 0)
+end
+
+-- One turn: model steps and tool calls until a final answer or maxSteps.
+local function run_turn(agent, transcript, turn_id, session_id, counter, state, output_schema)
+  engine.publish("turn.started", { turnId = turn_id })
+  local usage = { inputTokens = 0, outputTokens = 0 }
+  local max_steps = agent.maxSteps or conf.MAX_STEPS
+  local tools = tool_calls.model_tools(state.tools)
+  for step = 1, max_steps do
+    counter.calls = counter.calls + 1
+    local ok, res = pcall(callModel, agent.model, {
+      system = agent.instructions, messages = json.array(transcript), tools = tools, callNumber = counter.calls,
+      outputSchema = output_schema, timeout = agent.modelTimeout,
+    })
+    if not ok then
+      if errors.is(res, "Cancelled") then error(res, 0) end
+      local e = errors.normalize(res)
+      engine.publish("turn.failed", { turnId = turn_id, error = e })
+      return { status = "failed", error = e }
+    end
+    add_usage(usage, res.usage)
+    local m = res.message or {}
+    local calls = m.toolCalls
+    transcript[#transcript + 1] = { role = "assistant", content = m.content, toolCalls = calls }
+    if type(calls) ~= "table" or #calls == 0 then
+      engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
+        usage = res.usage })
+      engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
+      -- The seed's MessageResult: the session now waits for its next
+      -- message; message, or data when the turn asked for outputSchema.
+      if not output_schema then return { status = "waiting", message = m.content or "" } end
+      -- Structured output: the final text must be JSON that fits the schema.
+      local data, derr = json.decode(m.content or "")
+      local vok, verr
+      if derr == nil then vok, verr = schema.validate(output_schema, data, "output") end
+      if derr or not vok then
+        return { status = "failed", error = { code = "InvalidOutput",
+          message = "the model's answer does not match outputSchema: " .. (derr or verr) } }
+      end
+      return { status = "waiting", data = data }
+    end
+    for _, call in ipairs(calls) do
+      engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
+        input = call.input })
+    end
+    -- Parallel tool calls in one model step run concurrently, as branches;
+    -- meanwhile the inbox is watched, so a message can steer or answer.
+    local futures = {}
+    for i, call in ipairs(calls) do futures[i] = flow.async(tool_calls.run_call, call, session_id, state, turn_id) end
+    local all = flow.async(flow.all, futures)
+    local results
+    while true do
+      local v, idx = flow.race { all, state.next_delivery() }
+      if idx == 1 then
+        results = v
+        break
+      end
+      state.take_delivery()
+      state.during_turn(v)
+    end
+    for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
+    if state.cancel_turn then
+      -- The sender's signal aborted: the turn ends here, reported as cancelled.
+      state.cancel_turn = false
+      engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage, cancelled = true })
+      return { status = "waiting" }
+    end
+    -- Steering messages reach the model once the calls they stopped settle.
+    for _, text in ipairs(state.steers) do
+      transcript[#transcript + 1] = { role = "user", content = text }
+    end
+    state.steers = {}
+  end
+  local reason = ("stopped after maxSteps (%d) model steps"):format(max_steps)
+  engine.publish("turn.completed", { turnId = turn_id, steps = max_steps, usage = usage, reason = reason })
+  return { status = "failed", error = { code = "MaxSteps", message = reason } }
+end
+
+return { run_turn = run_turn }

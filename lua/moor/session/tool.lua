@@ -1,0 +1,162 @@
+--- The built-in session tool (moor__session): a conversation with the agent
+-- as a durable run. Its body waits for messages on its inbox (a hook), runs a
+-- turn (loop.lua) for each, answers the sole pending question with a message
+-- that fits, lets a message steer, queue or join the running turn, and
+-- answers ctx.agent senders when their turn ends.
+local engine = require "moor.engine"
+local core = require "moor.core"
+local json = require "moor.json"
+local schema = require "moor.schema"
+local errors = require "moor.errors"
+local store = require "moor.store"
+local define = require "moor.authoring.define"
+local flow = require "moor.authoring.flow"
+local world = require "moor.authoring.world"
+local agent_api = require "moor.authoring.agent"
+local calls = require "moor.session.calls"
+local loop = require "moor.session.loop"
+
+local TOOL, inbox_token, deliver_step, agent_named = agent_api.TOOL, agent_api.inbox_token,
+  agent_api.deliver_step, agent_api.agent_named
+local toolset, run_turn = calls.toolset, loop.run_turn
+
+local M = {}
+
+
+-- Does a message answer the sole pending question of this session (or of a
+-- tool run it waits on)? A step, so the decision is recorded for replay.
+-- Never an approval or a question marked requiresPerson (those take the
+-- input channels), and never a message a workflow relayed (ctx.agent).
+local answer_step = flow.step("session.answer", function(run_ids, text, relayed)
+  if relayed then return false end
+  local rows = store.pending_inputs_of(run_ids)
+  if not rows or #rows ~= 1 then return false end
+  local req = json.decode(rows[1].request)
+  if req.approval ~= nil or req.requiresPerson then return false end
+  local answer
+  for _, o in ipairs(req.options or {}) do
+    if text == o.id or text:lower() == tostring(o.label):lower() then answer = { optionId = o.id } end
+  end
+  if not answer and (req.allowFreeform or req.display == "text" or #(req.options or {}) == 0) then
+    answer = { text = text }
+  end
+  if not answer then return false end
+  return engine.answer(rows[1].request_id, answer) == true
+end, { retries = 0 })
+
+local steer_step = flow.step("session.steer", function(run_id)
+  engine.steer(run_id)
+  return true
+end, { retries = 0 })
+
+local function session_body(input, ctx)
+  local agent = agent_named(input.agent)
+  if not agent then
+    error(errors.FatalError(input.agent and ("unknown agent '%s'"):format(input.agent)
+      or "this agent has no agent.lua, so it cannot hold sessions"))
+  end
+  local inbox = world.createHook { token = inbox_token(ctx.runId) }
+  local transcript = {}
+  local turns = 0
+  local counter = { calls = 0 }
+  local queued = {}
+  local state = {
+    approved = {},        -- once() approvals live per session
+    tools = toolset(agent),
+    running = {},         -- child run id -> call id, for the calls the turn waits on
+    steered = {},         -- child runs a steering message aborted
+    steers = {},          -- steering messages for the model, once the calls settle
+    joined = {},          -- reply hooks of messages that joined the running turn
+    signal = ctx.abortSignal, -- the session's: plain tool calls' signals follow it
+  }
+  -- One waiter on the inbox at a time, shared by the idle loop and the turns.
+  local pending_delivery
+  function state.next_delivery()
+    pending_delivery = pending_delivery or flow.async(inbox.await, inbox)
+    return pending_delivery
+  end
+  function state.take_delivery() pending_delivery = nil end
+
+  local function pending_runs()
+    local ids = { ctx.runId }
+    for id in flow.sortedPairs(state.running) do ids[#ids + 1] = id end
+    return ids
+  end
+
+  -- A message that arrives while a turn waits on tool calls: it answers the
+  -- sole pending question if it fits (answers never steer), waits for the
+  -- turn (queue), or aborts the calls' signals and reaches the model when
+  -- they settle (steer, the default).
+  function state.during_turn(d)
+    if type(d) == "table" and d.cancelTurn then
+      -- A ctx.agent sender's signal aborted: stop the calls, end the turn.
+      state.cancel_turn = true
+      for id in flow.sortedPairs(state.running) do
+        state.steered[id] = true
+        steer_step(id)
+      end
+      return
+    end
+    if type(d) ~= "table" or type(d.message) ~= "string" then return end
+    engine.publish("message.received", { role = "user", text = d.message, turnPolicy = d.turnPolicy })
+    if answer_step(pending_runs(), d.message, d.turnPolicy == "join") then return end
+    if d.turnPolicy == "queue" then
+      queued[#queued + 1] = d
+      return
+    end
+    if d.turnPolicy == "join" then
+      -- ctx.agent's sends join the running turn: the model reads them at its
+      -- next step, nothing is aborted, and the turn's outcome answers them.
+      state.steers[#state.steers + 1] = d.message
+      if d.replyTo then state.joined[#state.joined + 1] = d.replyTo end
+      return
+    end
+    for id in flow.sortedPairs(state.running) do
+      state.steered[id] = true
+      steer_step(id)
+    end
+    state.steers[#state.steers + 1] = d.message
+  end
+
+  while true do
+    local d = table.remove(queued, 1)
+    local published = d ~= nil
+    if not d then
+      d = flow.await(state.next_delivery())
+      state.take_delivery()
+    end
+    if type(d) == "table" and type(d.message) == "string" then
+      if not published then
+        engine.publish("message.received", { role = "user", text = d.message })
+      end
+      if published or not answer_step(pending_runs(), d.message, d.turnPolicy == "join") then
+        turns = turns + 1
+        transcript[#transcript + 1] = { role = "user", content = d.message }
+        local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter,
+          state, d.outputSchema)
+        local replies = state.joined
+        state.joined = {}
+        if d.replyTo then table.insert(replies, 1, d.replyTo) end
+        if not ok then
+          -- A cancelled turn answers its senders "waiting" (neither message nor
+          -- error), then the cancel goes on.
+          for _, to in ipairs(replies) do pcall(deliver_step, to, { status = "waiting" }) end
+          error(outcome, 0)
+        end
+        for _, to in ipairs(replies) do deliver_step(to, outcome) end
+      end
+    end
+  end
+end
+
+--- The built-in session tool (registered by the loader when agent.lua exists).
+function M.tool()
+  local tool = define.defineWorkflowTool {
+    description = "A conversation with the agent (moor's built-in session).",
+    inputSchema = schema.object { agent = schema.optional(schema.string()) },
+    execute = session_body,
+  }
+  return define._bind(tool, TOOL, core.hash("moor.session/1"))
+end
+
+return M
