@@ -319,7 +319,8 @@ end
 function M.deliver(token, request, via)
   local h = store.hook(token)
   if not h or h.closed ~= 0 or (via and h.kind ~= via)
-      or (via and token == "session-" .. h.run_id) then -- a session's inbox (authoring/agent.lua): reached through /v1/sessions
+      -- a session's inbox (authoring/agent.lua): reached through /v1/sessions only
+      or (via and token == "session-" .. h.run_id) then
     -- The same answer for unknown, closed and refused tokens reveals nothing.
     return fail("not_found", "no open hook or webhook has this token")
   end
