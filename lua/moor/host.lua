@@ -28,7 +28,7 @@ function M.cancel(run_id) return api(engine.cancel(run_id)) end
 --- Load the agent project in dir (tools/, agent.lua, subagents/).
 function M.load_agent(dir) return loader.load(dir, engine) end
 
---- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).
+--- HTTP (host/serve.c calls these while moor_listen'd; lua/moor/http.lua routes).
 M.http_request, M.http_closed = http.handle, http.closed
 
 --- moor dev serves at url. $MOOR_PUBLIC_URL (scheme://host[:port], e.g. a
