@@ -71,8 +71,8 @@ local function reply(status, value, headers)
   return status, JSON, headers, json.encode(value)
 end
 
---- The HTTP status for an error code (lua/moor/http/status.lua).
-M.status, M.with_status = http_status.of, http_status.with_status
+--- An engine answer as the HTTP API gives it (lua/moor/http/status.lua), for host.lua.
+M.with_status = http_status.with_status
 
 local function fail(code, message, headers)
   return reply(http_status.of(code), { error = { code = code, message = message } }, headers)
