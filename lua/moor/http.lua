@@ -313,8 +313,10 @@ local routes = {
       return fail("not_found", "this agent has no agent.lua, so it cannot hold sessions")
     end
     local id, err, code = session.create(body.message)
-    if code == "store" then return call_fail(err, code) end
-    if not id then return fail("internal", err) end
+    if not id then
+      if code == "bad_request" or code == "storage_unavailable" then return fail(code, err) end
+      return call_fail(err, code)
+    end
     return reply(201, { sessionId = id })
   end },
   { "GET", "^/v1/sessions/([^/]+)$", function(_, id) return show(session.details(id), "session", id) end },
