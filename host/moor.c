@@ -271,12 +271,23 @@ int moor_resume_all(moor *m) {
   return rc;
 }
 
+/* The ms until the next timer the engine's tick answered (at idx), -1 for
+ * none. Read without raising: this runs outside any protected call, where a
+ * float (a due time past what an integer holds) would abort the process. */
+static long long due_ms(lua_State *L, int idx) {
+  int isnum = 0;
+  lua_Number d = lua_tonumberx(L, idx, &isnum);
+  if (!isnum || d != d || d < 0) return -1;
+  if (d >= (lua_Number)MOOR_MAX_DUE_MS) return MOOR_MAX_DUE_MS;
+  return (long long)d;
+}
+
 /* One scheduler round of the engine, without running the loop (serve.c's
  * check handler runs inside the loop). */
 int moor__engine_tick(moor *m, long long *next_due_ms) {
   int rc = moor__call_engine(m, "tick", 0, 3);
   if (rc) return rc;
-  if (next_due_ms) *next_due_ms = (long long)luaL_optinteger(m->L, -3, -1);
+  if (next_due_ms) *next_due_ms = due_ms(m->L, -3);
   if (lua_isstring(m->L, -2)) {
     /* A commit failed: it was rolled back and the engine took back what it
      * held of it; the runs it touched replay from their logs when retried. */

@@ -79,6 +79,12 @@
 #define MOOR_HTTP_POOL_MAX 128          /* pooled write blocks kept for reuse */
 #endif
 
+/* --- the engine's clock (host/moor.c) ------------------------------------- */
+
+#ifndef MOOR_MAX_DUE_MS
+#define MOOR_MAX_DUE_MS 9007199254740991LL /* longest wait a tick may answer (2^53 - 1, as lua/moor/conf.lua's MAX_DURATION) */
+#endif
+
 /* --- serving while the database fails (host/serve.c) ----------------------- */
 
 #ifndef MOOR_STORE_BACKOFF_MIN_MS

@@ -20,6 +20,7 @@ end
 
 M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT")) -- bytes of JSON a result, answer or snapshot may hold
 M.HARNESS_TOOL_MAX_RESULT = 64 * 1024 -- seed 001's cap on a harness agent's tool result (not built yet)
+M.MAX_DURATION = (1 << 53) - 1        -- ms: the longest sleep, timer or backoff (due = now + it stays exact)
 M.CANCEL_GRACE = 30000                -- ms a cancelled run's cleanup may take before it ends as cancelled
 M.DEFAULT_PORT = 7373                 -- moor dev's port when --listen names none (host/moorconf.h has its twin)
 M.public_url = "http://127.0.0.1:" .. M.DEFAULT_PORT -- base of webhook URLs; moor dev sets it to where it serves

@@ -4,10 +4,10 @@
 -- running specs. It sits on top of everything (http, session, loader), so
 -- the engine below it never requires them.
 --
--- The C side reads errors as (nil, http_status, code, message) from answer,
--- answer_line, cancel, session_send and session_line (host/moor.c maps the
--- status to a MOOR_E* code): this file turns the engine's err = { code,
--- message } into that, with the status lua/moor/http.lua chooses.
+-- answer, answer_line, cancel, session_send and session_line answer as the
+-- HTTP API does, (nil, http_status, code, message); host/error.c reads only
+-- the code (its LUA_CODES table gives the MOOR_E* code) and the message,
+-- never the status.
 local conf = require "moor.conf"
 local engine = require "moor.engine"
 local http = require "moor.http"
@@ -18,7 +18,7 @@ local terminal = require "moor.terminal"
 
 local M = setmetatable({}, { __index = engine })
 
--- (true) or (nil, status, code, message) for host/moor.c's api_result.
+-- (true) or (nil, status, code, message), read by host/moor.c's api_call.
 local api = http.with_status
 
 function M.answer(req_id, answer, bound) return api(engine.answer(req_id, answer, bound)) end
@@ -28,7 +28,7 @@ function M.cancel(run_id) return api(engine.cancel(run_id)) end
 --- Load the agent project in dir (tools/, agent.lua, subagents/).
 function M.load_agent(dir) return loader.load(dir, engine) end
 
---- HTTP (host/moor.c calls these while moor_listen'd; lua/moor/http.lua routes).
+--- HTTP (host/serve.c calls these while moor_listen'd; lua/moor/http.lua routes).
 M.http_request, M.http_closed = http.handle, http.closed
 
 --- moor dev serves at url. $MOOR_PUBLIC_URL (scheme://host[:port], e.g. a

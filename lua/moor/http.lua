@@ -71,8 +71,8 @@ local function reply(status, value, headers)
   return status, JSON, headers, json.encode(value)
 end
 
---- The HTTP status for an error code (lua/moor/http/status.lua).
-M.status, M.with_status = http_status.of, http_status.with_status
+--- An engine answer as the HTTP API gives it (lua/moor/http/status.lua), for host.lua.
+M.with_status = http_status.with_status
 
 local function fail(code, message, headers)
   return reply(http_status.of(code), { error = { code = code, message = message } }, headers)
@@ -313,8 +313,10 @@ local routes = {
       return fail("not_found", "this agent has no agent.lua, so it cannot hold sessions")
     end
     local id, err, code = session.create(body.message)
-    if code == "store" then return call_fail(err, code) end
-    if not id then return fail("internal", err) end
+    if not id then
+      if code == "bad_request" or code == "storage_unavailable" then return fail(code, err) end
+      return call_fail(err, code)
+    end
     return reply(201, { sessionId = id })
   end },
   { "GET", "^/v1/sessions/([^/]+)$", function(_, id) return show(session.details(id), "session", id) end },

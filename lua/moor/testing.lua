@@ -139,8 +139,9 @@ function M.converse(agent, messages, opts)
   loader.register_builtins(engine) -- the built-in tools (tools/), as for every agent
   local id = opts and opts.sessionId or assert(session.create())
   for _, m in ipairs(type(messages) == "table" and messages or { messages }) do
-    local ok, err = session.send(id, type(m) == "table" and m or { message = m })
-    if not ok then engine.agent = saved; error(err.message, 2) end
+    -- (session.send answers as the HTTP API: nil, status, code, message)
+    local ok, _, _, message = session.send(id, type(m) == "table" and m or { message = m })
+    if not ok then engine.agent = saved; error(message, 2) end
     M.drive(id, opts and opts.maxWait)
   end
   engine.agent = saved

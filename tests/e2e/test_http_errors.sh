@@ -33,6 +33,13 @@ req GET /v1/runs
 expect 200 "list runs"
 [ "$BODY" = '{"runs":[]}' ] || fail "refused calls started runs: $BODY"
 
+# A session whose first message is not a non-empty string: the client's
+# error (400, not 500), and no session is left behind.
+req POST /v1/sessions '{"message":""}'
+expect_error 400 bad_request "a session with an empty first message"
+req GET /v1/runs
+[ "$BODY" = '{"runs":[]}' ] || fail "a refused session was started: $BODY"
+
 # Unknown things and routes.
 req GET /v1/runs/run_nope
 expect_error 404 not_found "unknown run"

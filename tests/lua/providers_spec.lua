@@ -622,6 +622,15 @@ describe("retries and errors", function()
     assert.are.same({}, io.sleeps)
   end)
 
+  it("a retry-after too large for an integer is handed back as a clean rate limit", function()
+    for _, h in ipairs { { ["retry-after"] = "1e300" }, { ["retry-after-ms"] = "1e30" } } do
+      local a, err = run("openai", { { status = 429, headers = h } })
+      assert.is_nil(a)
+      assert.are.equal("rate_limited", err.code)
+      assert.are.equal("integer", math.type(err.retryAfter))
+    end
+  end)
+
   it("backoff doubles and caps at 30 s", function()
     assert.are.same({ 1000, 2000, 4000, 8000, 16000, 30000, 30000 },
       { providers.backoff_ms(1), providers.backoff_ms(2), providers.backoff_ms(3), providers.backoff_ms(4),

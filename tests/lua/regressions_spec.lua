@@ -290,3 +290,12 @@ describe("m", function()
     assert.has_no.errors(function() core.after(300, function() end) end)
   end)
 end)
+
+describe("moor.testing.converse", function()
+  it("raises the session's own refusal for a message it cannot send", function()
+    local agent = moor.defineAgent { model = t.script { "hello there" }, instructions = "be brief" }
+    local ok, err = pcall(t.converse, agent, { { message = "hi", turnPolicy = "later" } })
+    assert.is_false(ok)
+    assert.matches('turnPolicy must be "steer" or "queue"', tostring(err), 1, true)
+  end)
+end)

@@ -228,3 +228,30 @@ describe("cancellation", function()
     assert.are.equal(1, cleaned)
   end)
 end)
+
+describe("createWebhook respondWith.status", function()
+  -- The HTTP writer sends only 200-999: any other status is refused at
+  -- creation, not answered 500 after each delivery was recorded (which a
+  -- sender retries, delivering again).
+  for _, status in ipairs { 100, 199, 1000, -1 } do
+    it("refuses status " .. status .. " at creation", function()
+      local _, err = t.call(workflow(function()
+        moor.createWebhook { respondWith = { status = status, body = "ok" } }
+        return "created"
+      end))
+      assert.is_table(err)
+      assert.matches("respondWith", err.message, 1, true)
+    end)
+  end
+  it("takes 200 and 999", function()
+    for _, status in ipairs { 200, 999 } do
+      local r, err = t.start(workflow(function()
+        moor.createWebhook { respondWith = { status = status, body = "ok" } }
+        return "created"
+      end))
+      assert.is_nil(err)
+      t.drive(r)
+      assert.are.equal("completed", (t.outcome(r)) and "completed")
+    end
+  end)
+end)

@@ -74,6 +74,10 @@ function M.createWebhook(opts)
     if type(rw) ~= "table" or (rw.status ~= nil and math.type(rw.status) ~= "integer") then
       error("moor.createWebhook: respondWith is { status = 200, headers = {...}, body = \"...\" }", 2)
     end
+    if rw.status ~= nil and (rw.status < 200 or rw.status > 999) then -- what the HTTP writer sends
+      error(("moor.createWebhook: respondWith.status %d is not a status moor answers with (200 to 999)")
+        :format(rw.status), 2)
+    end
     -- Checked here, not at each delivery (which is recorded before it is
     -- answered, so a sender that gets a 500 sends it again): names are
     -- tokens, values strings or numbers without CR, LF or another control

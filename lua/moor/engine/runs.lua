@@ -212,7 +212,7 @@ end
 --- Start a run of tool `name` with input (JSON text or a value). opts:
 -- { noInput, callId, parent, parentOp, session, setup(id) }. Returns the
 -- run id and call id, or nil, message, code ("unknown", "json", "input",
--- "store": host/moor.c reads "unknown" and "json"; a child.started error
+-- "store": host/error.c maps "unknown", "json" and "input"; a child.started error
 -- records them).
 function M.call(name, input_json, opts)
   local tool = S.tools[name]

@@ -1,9 +1,9 @@
 --- The HTTP status of every error code moor answers with: the engine's
 -- err = { code, message } (moor.errors.fail) and the HTTP API's own. The one
 -- table statuses come from: lua/moor/http.lua answers with it, and the few
--- callers that read statuses as the HTTP API gives them (host/moor.c through
--- lua/moor/host.lua, moor.testing, session.send and session.line) convert
--- with with_status.
+-- callers that answer as the HTTP API does (lua/moor/host.lua for the C API,
+-- moor.testing, session.send and session.line) convert with with_status
+-- (host/error.c then reads only the code and message).
 local M = {}
 
 local STATUS = {

@@ -251,24 +251,30 @@ function M.parse_http_date(s)
     + tonumber(hh) * 3600 + tonumber(mm) * 60 + tonumber(ss)
 end
 
+-- x ms as an integer: a value too large for one is clamped, never a float
+-- (the caller formats it with %d and hands it on as a step's retryAfter).
+local function whole_ms(x)
+  return math.tointeger(math.floor(x)) or math.maxinteger
+end
+
 --- The delay (ms) a response asks for: retry-after-ms, or retry-after in seconds or as an HTTP
 -- date. nil when absent or unparseable.
 function M.retry_after_ms(headers, now)
   if type(headers) ~= "table" then return nil end
   local ms = tonumber(headers["retry-after-ms"])
-  if ms and ms >= 0 then return math.floor(ms) end
+  if ms and ms >= 0 then return whole_ms(ms) end
   local v = headers["retry-after"]
   if type(v) ~= "string" and type(v) ~= "number" then return nil end
   v = tostring(v):match("^%s*(.-)%s*$")
   local secs = tonumber(v)
   if secs then
     if secs < 0 or secs ~= secs then return nil end
-    return math.floor(secs * 1000)
+    return whole_ms(secs * 1000)
   end
   local at = M.parse_http_date(v)
   if not at then return nil end
   local delta = at - (now or os.time())
-  return math.max(0, math.floor(delta * 1000))
+  return math.max(0, whole_ms(delta * 1000))
 end
 
 --- Backoff before retry number n (1-based): 1 s, 2 s, 4 s, ... capped at 30 s.

@@ -17,13 +17,18 @@ local M = {}
 
 local send -- below
 
---- Start a session; with a first message when given. Returns the session id.
+--- Start a session; with a first message when given. Returns the session
+-- id, or nil, message, code (engine.call's, or a refused message's).
 function M.create(message)
+  -- Checked before the session exists: a refused first message starts none.
+  if message ~= nil and (type(message) ~= "string" or message == "") then
+    return nil, "message must be a non-empty string", "bad_request"
+  end
   local id, err, code = engine.call(TOOL, "{}", { setup = agent.inbox_setup })
   if not id then return nil, err, code end
   if message ~= nil then
     local ok, serr = send(id, { message = message })
-    if not ok then return nil, serr.message end
+    if not ok then return nil, serr.message, serr.code end
   end
   return id
 end
