@@ -18,6 +18,8 @@ int moor__core_open(lua_State *L) {
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) luaL_setfuncs(L, parts[i], 0);
   lua_pushliteral(L, MOOR_VERSION);
   lua_setfield(L, -2, "version");
+  lua_pushinteger(L, MOOR_DEFAULT_PORT); /* moorconf.h: the Lua side reads it here (lua/moor/conf.lua) */
+  lua_setfield(L, -2, "default_port");
   return 1;
 }
 

@@ -47,6 +47,7 @@ static const struct {
   {"already_settled", MOOR_ECONFLICT},     /* a run that has ended */
   {"approval_mismatch", MOOR_ECONFLICT},   /* an approval naming another call */
   {"storage_unavailable", MOOR_EIO},       /* a commit failed: nothing was recorded */
+  {"store", MOOR_EIO},                     /* moor_call: the run could not be recorded (a failed commit) */
 };
 
 int moor__error_code(const char *code, int dflt) {

@@ -2,6 +2,8 @@
 -- host's are in host/moorconf.h). Each is read where it is used, through
 -- this table, so a spec may change one for a while (engine.MAX_RESULT = ...
 -- writes here) and restore it.
+local core = require "moor.core" -- (moorconf.h's defaults the Lua side shares: core.default_port)
+
 local M = {}
 
 -- The largest step result, model answer, tool result or progress snapshot, as
@@ -22,7 +24,7 @@ M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT")) -- bytes of JSON a resul
 M.HARNESS_TOOL_MAX_RESULT = 64 * 1024 -- seed 001's cap on a harness agent's tool result (not built yet)
 M.MAX_DURATION = (1 << 53) - 1        -- ms: the longest sleep, timer or backoff (due = now + it stays exact)
 M.CANCEL_GRACE = 30000                -- ms a cancelled run's cleanup may take before it ends as cancelled
-M.DEFAULT_PORT = 7373                 -- moor dev's port when --listen names none (host/moorconf.h has its twin)
+M.DEFAULT_PORT = core.default_port    -- moor dev's port when --listen names none (MOOR_DEFAULT_PORT, host/moorconf.h)
 M.public_url = "http://127.0.0.1:" .. M.DEFAULT_PORT -- base of webhook URLs; moor dev sets it to where it serves
 M.MAX_QUEUED = 1000                   -- deliveries queued per hook or webhook token, not yet taken by its run
 M.MAX_QUEUED_BYTES = 4 * 1024 * 1024  -- bytes of queued delivery payloads per token

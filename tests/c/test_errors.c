@@ -59,6 +59,7 @@ static void test_engine_codes(void **state) {
     {"too_many_deliveries", MOOR_EINVAL}, {"already_resolved", MOOR_ECONFLICT},
     {"already_settled", MOOR_ECONFLICT}, {"approval_mismatch", MOOR_ECONFLICT},
     {"storage_unavailable", MOOR_EIO},
+    {"store", MOOR_EIO}, /* moor_call on a full disk: an I/O error, not a usage error */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (moor__error_code(cases[i].code, 12345) != cases[i].rc)
