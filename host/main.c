@@ -296,7 +296,7 @@ static int cmd_call(const opts *o) {
   int rc = moor_call(m, o->args[0], o->nargs > 1 ? o->args[1] : "{}", run_id, sizeof run_id);
   if (rc) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
-    status = 2;
+    status = rc == MOOR_EIO ? 1 : 2; /* a commit that failed (a full disk) is no usage error */
     goto out;
   }
   fprintf(stderr, "run %s started\n", run_id);
