@@ -59,7 +59,7 @@ M.abort = waits.abort
 M.random = runs.random
 function M.in_body() return S.in_body end
 function M.current() return S.in_body and S.current_run or nil end
-function M.step_info() return S.step_info end
+function M.step_info() return S.step_info or nil end
 
 --- From a body: publish an event on the run's stream (a session's
 -- message.*, turn.*, action.result). Not an op: a replayed body publishes

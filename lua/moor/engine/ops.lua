@@ -165,7 +165,7 @@ function M.resume_thread(th)
   while true do
     S.current_run, S.in_body = r, true
     local ok, a, b, c, d = co_resume(co, x1, x2, x3)
-    S.current_run, S.in_body = nil, false
+    S.current_run, S.in_body = false, false
     if co_status(co) == "dead" then
       th.dead = true
       if ok then ok, a = a, b else co_close(co) end -- (false: raised past the pcall)

@@ -19,10 +19,13 @@ S.replaying = {}        -- runs still answering ops from their log (array)
 S.io_inflight = 0       -- steps parked on I/O
 S.discards = 0          -- failed commits taken back so far (counts kept from the database go stale)
 
-S.current_run = nil     -- the run whose body is executing
+-- These four are false, never nil, when unset: a field set to nil leaves S's
+-- hash part at the next rehash, and setting it again then rehashes S (twice
+-- a step, when S.step_info and S.current_run took turns being nil).
+S.current_run = false   -- the run whose body is executing
 S.in_body = false       -- true while a body (not a step) executes
-S.closing = nil         -- why ops are refused: a run's parked threads are being closed
-S.step_info = nil       -- the step executing now, for moor.stepInfo()
+S.closing = false       -- why ops are refused: a run's parked threads are being closed
+S.step_info = false     -- the step executing now, for moor.stepInfo()
 
 --- Forget a run held in memory (it ended, or it is to be loaded again from
 -- its log): its threads never run again.

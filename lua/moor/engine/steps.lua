@@ -53,7 +53,7 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
   local ok, v, w = co_resume(co, ...)
   while ok and co_status(co) == "suspended" do
     if v == IO then
-      S.step_info = nil
+      S.step_info = false
       if not info.marked then
         -- A step parked on I/O leaves a mark, as a waiting op does.
         info.marked = true
@@ -78,14 +78,14 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
       end
     elseif v ~= OP and not M.progress(r, v) then
       co_close(co)
-      S.step_info = nil
+      S.step_info = false
       return
     else
       S.step_info = info
       ok, v, w = co_resume(co)
     end
   end
-  S.step_info = nil
+  S.step_info = false
   if ok then ok, v = v, w else co_close(co) end -- (false: raised past the pcall)
   step_done(r, n, name, spec, attempt, ok, v)
 end
