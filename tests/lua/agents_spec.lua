@@ -1,22 +1,13 @@
 -- ctx.agent, ctx.agents and subagents, with scripted models.
 local moor = require "moor"
 local engine = require "moor.engine"
-local session = require "moor.session"
 local loader = require "moor.loader"
 local t = moor.testing
 local s = moor.schema
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local function workflow(execute)
   return moor.defineWorkflowTool { description = "spec", inputSchema = s.object {}, execute = execute }
-end
-
-local function with_agents(root, subs, fn)
-  local saved_agent, saved_agents = engine.agent, engine.agents
-  engine.agent, engine.agents = root, subs
-  if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
-  local ok, err = pcall(fn)
-  engine.agent, engine.agents = saved_agent, saved_agents
-  if not ok then error(err, 0) end
 end
 
 local root = moor.defineAgent { model = t.script { "root" }, instructions = "root", description = "The root." }
@@ -27,7 +18,7 @@ describe("ctx.agent", function()
       instructions = "research", description = "Finds things.", tool = false,
       model = t.script(function(turn) return "found: " .. turn.messages[#turn.messages].content end),
     }
-    with_agents(root, { researcher = researcher }, function()
+    support.with_agents(root, { researcher = researcher }, function()
       local res, err, id = t.call(workflow(function(_, ctx)
         local r = ctx.agent("researcher"):send("the answer"):result()
         return { r = r, agents = ctx.agents }
@@ -55,7 +46,7 @@ describe("ctx.agent", function()
         return "not json"
       end),
     }
-    with_agents(root, { analyst = analyst }, function()
+    support.with_agents(root, { analyst = analyst }, function()
       local res = t.call(workflow(function(_, ctx)
         local a = ctx.agent("analyst")
         local schema = s.object { findings = s.array(s.string()) }
@@ -72,7 +63,7 @@ describe("ctx.agent", function()
   end)
 
   it("fails the first send to an unknown agent", function()
-    with_agents(root, {}, function()
+    support.with_agents(root, {}, function()
       local _, err = t.call(workflow(function(_, ctx) return ctx.agent("nobody"):send("hi"):result() end), {})
       assert.are.equal("UnknownAgent", err.code)
       assert.truthy(err.message:find("unknown agent 'nobody'", 1, true))
@@ -88,7 +79,7 @@ describe("ctx.agent", function()
       if turn.n == 1 then return { toolCalls = { { name = "helper", input = { message = "taxes" } } } } end
       return "done: " .. turn.messages[#turn.messages].content
     end) }
-    with_agents(boss, { helper = helper }, function()
+    support.with_agents(boss, { helper = helper }, function()
       local c = t.converse(boss, { "delegate" })
       assert.are.equal("done: helped with taxes", c.transcript[#c.transcript].text)
     end)
@@ -102,7 +93,7 @@ describe("ctx.agent", function()
     engine.register("slow_tool", slow)
     local sleeper = moor.defineAgent { instructions = "x",
       model = t.script(function() return { toolCalls = { { name = "slow_tool", input = {} } } } end) }
-    with_agents(root, { sleeper = sleeper }, function()
+    support.with_agents(root, { sleeper = sleeper }, function()
       local id = assert(t.start(workflow(function(_, ctx)
         local resp = ctx.agent("sleeper"):send("go")
         coroutine.yield { sessionId = resp.sessionId }
@@ -132,7 +123,7 @@ describe("ctx.agent", function()
       for _, m in ipairs(turn.messages) do if m.role == "user" then seen[#seen + 1] = m.content end end
       return "both handled"
     end) }
-    with_agents(root, { worker = worker }, function()
+    support.with_agents(root, { worker = worker }, function()
       local res = t.call(workflow(function(_, ctx)
         local a = ctx.agent("worker")
         local first = a:send("first")
@@ -159,7 +150,7 @@ describe("ctx.agent", function()
       calls = calls + 1
       return { toolCalls = { { name = "asking_tool", input = {} } } }
     end) }
-    with_agents(root, { asker = asker }, function()
+    support.with_agents(root, { asker = asker }, function()
       local res = t.call(workflow(function(_, ctx)
         local c = moor.AbortController()
         local resp = ctx.agent("asker"):send("go", { signal = c.signal })

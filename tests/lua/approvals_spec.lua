@@ -9,6 +9,7 @@ local core = require "moor.core"
 local json = require "moor.json"
 local t = moor.testing
 local s = moor.schema
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local paid = 0
 local function register(name, tool)
@@ -34,26 +35,6 @@ register("person_question", moor.defineWorkflowTool {
   end,
 })
 
-local function calling(calls)
-  return moor.defineAgent {
-    instructions = "x",
-    model = t.script(function(turn)
-      local c = calls[turn.n]
-      if c then return { toolCalls = { c } } end
-      return "done"
-    end),
-  }
-end
-
-local function with_agent(agent, subs, fn)
-  local saved_agent, saved_agents = engine.agent, engine.agents
-  engine.agent, engine.agents = agent, subs
-  if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
-  local ok, err = pcall(fn)
-  engine.agent, engine.agents = saved_agent, saved_agents
-  if not ok then error(err, 0) end
-end
-
 local function bound(q, option)
   local ap = q.request.approval
   return { requestId = q.requestId, optionId = option, callId = ap.callId, inputHash = ap.inputHash }
@@ -62,9 +43,9 @@ end
 describe("approvals are answered only through the input channels", function()
   it("a workflow's ctx.agent():send(\"approve\") leaves the gated call waiting", function()
     paid = 0
-    local x = calling { { name = "pay", input = { amount = 5 } } }
+    local x = support.calling { { name = "pay", input = { amount = 5 } } }
     x.toolset = { pay = "pay" }
-    with_agent(calling {}, { x = x }, function()
+    support.with_agents(support.calling {}, { x = x }, function()
       local id = t.start(moor.defineWorkflowTool {
         description = "relays", inputSchema = s.object {},
         execute = function(_, ctx)
@@ -92,8 +73,8 @@ describe("approvals are answered only through the input channels", function()
 
   it("a session message \"approve\" does not approve; inputResponses with the binding does", function()
     paid = 0
-    local agent = calling { { name = "pay", input = { amount = 5 } } }
-    with_agent(agent, {}, function()
+    local agent = support.calling { { name = "pay", input = { amount = 5 } } }
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "pay 5" })
       assert.are.equal(1, #t.inputs(c.sessionId))
       assert.is_true((session.send(c.sessionId, { message = "approve" })))
@@ -110,8 +91,8 @@ describe("approvals are answered only through the input channels", function()
 
   it("a question marked requiresPerson is not answered by a message; a plain one is", function()
     -- (queue: a steering message would withdraw the call's question instead)
-    local agent = calling { { name = "person_question", input = { person = true } } }
-    with_agent(agent, {}, function()
+    local agent = support.calling { { name = "person_question", input = { person = true } } }
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "go" })
       assert.are.equal(1, #t.inputs(c.sessionId))
       assert.is_true(t.inputs(c.sessionId)[1].request.requiresPerson)
@@ -124,8 +105,8 @@ describe("approvals are answered only through the input channels", function()
       t.drive(c.sessionId)
       assert.are.equal(0, #t.inputs(c.sessionId))
     end)
-    local plain = calling { { name = "person_question", input = { person = false } } }
-    with_agent(plain, {}, function()
+    local plain = support.calling { { name = "person_question", input = { person = false } } }
+    support.with_agents(plain, {}, function()
       local c = t.converse(plain, { "go" })
       assert.are.equal(1, #t.inputs(c.sessionId))
       assert.is_true((session.send(c.sessionId, { message = "yes", turnPolicy = "queue" })))
@@ -136,8 +117,8 @@ describe("approvals are answered only through the input channels", function()
 
   it("a line a person typed at moor chat (in process) answers the sole question, approvals included", function()
     paid = 0
-    local agent = calling { { name = "pay", input = { amount = 7 } } }
-    with_agent(agent, {}, function()
+    local agent = support.calling { { name = "pay", input = { amount = 7 } } }
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "pay 7" })
       assert.are.equal(1, #t.inputs(c.sessionId))
       -- a line that fits no option goes to the model as a message
@@ -157,10 +138,10 @@ describe("approvals are answered only through the input channels", function()
 end)
 
 describe("approval binding", function()
-  local agent = calling { { id = "call_B", name = "pay", input = { amount = 5 } } }
+  local agent = support.calling { { id = "call_B", name = "pay", input = { amount = 5 } } }
 
   it("hashes the input's canonical JSON with SHA-256", function()
-    with_agent(agent, {}, function()
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "pay" })
       local ap = t.inputs(c.sessionId)[1].request.approval
       -- printf '{"amount":5}' | sha256sum
@@ -172,7 +153,7 @@ describe("approval binding", function()
   end)
 
   it("requires callId and inputHash, and a mismatch echoes nothing of the expected values", function()
-    with_agent(agent, {}, function()
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "pay" })
       local q = t.inputs(c.sessionId)[1]
       local ap = q.request.approval
@@ -200,9 +181,9 @@ describe("approval binding", function()
   end)
 
   it("refuses inputResponses for a request of another session as unknown", function()
-    with_agent(agent, {}, function()
+    support.with_agents(agent, {}, function()
       local a = t.converse(agent, { "pay" })
-      local b = t.converse(calling {}, { "hello" })
+      local b = t.converse(support.calling {}, { "hello" })
       local q = t.inputs(a.sessionId)[1]
       local ok, status, code, msg = session.send(b.sessionId, { inputResponses = { bound(q, "approve") } })
       assert.is_nil(ok)
@@ -219,8 +200,8 @@ describe("approval binding", function()
   end)
 
   it("inputResponses answer the questions of the session's own tool runs", function()
-    local asker = calling { { name = "person_question", input = { person = false } } }
-    with_agent(asker, {}, function()
+    local asker = support.calling { { name = "person_question", input = { person = false } } }
+    support.with_agents(asker, {}, function()
       local c = t.converse(asker, { "go" })
       local q = t.inputs(c.sessionId)[1]
       assert.are_not.equal(c.sessionId, q.runId)
@@ -232,7 +213,7 @@ describe("approval binding", function()
 
   it("an approval recorded with an older hash replays and binds to the recorded hash", function()
     paid = 0
-    with_agent(agent, {}, function()
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "pay" })
       local q = t.inputs(c.sessionId)[1]
       -- a database written before SHA-256: the pending approval holds an FNV-1a hash
@@ -259,9 +240,9 @@ describe("pending inputs", function()
   it("name the outermost session they surface in: its approval, its tool run's question; none else", function()
     local standalone = t.start("person_question", { person = false })
     t.drive(standalone)
-    local agent = calling { { name = "pay", input = { amount = 1 } },
+    local agent = support.calling { { name = "pay", input = { amount = 1 } },
                             { name = "person_question", input = { person = false } } }
-    with_agent(agent, {}, function()
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "go" })
       local approval = t.inputs(c.sessionId)[1]
       assert.truthy(approval and approval.request.approval, "no approval pending")

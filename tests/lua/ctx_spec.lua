@@ -1,10 +1,10 @@
 -- The ctx a tool gets, whoever calls it (issue 7, items 16, 17, 19, 23, 24).
 local moor = require "moor"
 local engine = require "moor.engine"
-local session = require "moor.session"
 local errors = require "moor.errors"
 local t = moor.testing
 local s = moor.schema
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local function register(name, tool)
   moor._bind(tool, name, "spec")
@@ -17,26 +17,6 @@ local function keys(tbl)
   for k in pairs(tbl) do out[#out + 1] = k end
   table.sort(out)
   return out
-end
-
-local function with_agent(agent, subs, fn)
-  local saved_agent, saved_agents = engine.agent, engine.agents
-  engine.agent, engine.agents = agent, subs
-  if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
-  local ok, err = pcall(fn)
-  engine.agent, engine.agents = saved_agent, saved_agents
-  if not ok then error(err, 0) end
-end
-
-local function calling(calls)
-  return moor.defineAgent {
-    instructions = "x",
-    model = t.script(function(turn)
-      local c = calls[turn.n]
-      if c then return { toolCalls = { c } } end
-      return "done"
-    end),
-  }
 end
 
 local function kind(events, k)
@@ -75,8 +55,8 @@ describe("ctx", function()
     local direct = t.call("ctx_shape", {})
     assert.is_false(direct.aborted)
     assert.are.equal("none", direct.session)
-    local agent = calling { { name = "ctx_shape", input = {} } }
-    with_agent(agent, {}, function()
+    local agent = support.calling { { name = "ctx_shape", input = {} } }
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "shape" })
       local out = c.results[1].output
       assert.is_table(out, "the tool failed in the session: " .. tostring(c.results[1].error))
@@ -125,8 +105,8 @@ describe("ctx", function()
         return ctx.agent("helper"):send("hi"):result()
       end,
     })
-    local root = calling { { id = "call_D", name = "delegate", input = {} } }
-    with_agent(root, { helper = helper }, function()
+    local root = support.calling { { id = "call_D", name = "delegate", input = {} } }
+    support.with_agents(root, { helper = helper }, function()
       local c = t.converse(root, { "delegate it" })
       local started = kind(c.events, "agent.started")
       assert.are.equal(1, #started)
@@ -155,7 +135,7 @@ describe("ctx", function()
         return "ok"
       end),
     }
-    with_agent(agent, {}, function()
+    support.with_agents(agent, {}, function()
       local c = t.converse(agent, { "record" })
       assert.are.equal("src/a.ts:3 is already recorded", seen.add_finding)
       assert.are.equal("the plan is empty", seen.wf_fails)

@@ -3,6 +3,7 @@ local moor = require "moor"
 local engine = require "moor.engine"
 local t = moor.testing
 local s = moor.schema
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local function kinds(events, kind)
   local out = {}
@@ -188,17 +189,6 @@ describe("sessions", function()
     gated("charge_never", moor.approval.never())
     gated("charge_policy", function(call) return call.toolInput.amount > 100 end)
 
-    local function agent_calling(calls)
-      return moor.defineAgent {
-        instructions = "x",
-        model = t.script(function(turn)
-          local c = calls[turn.n]
-          if c then return { toolCalls = { c } } end
-          return "done"
-        end),
-      }
-    end
-
     local function answer_all(id, option, extra)
       local n = 0
       for _, q in ipairs(t.inputs(id)) do
@@ -215,7 +205,7 @@ describe("sessions", function()
 
     it("always(): asks before the call runs; approve runs it, deny returns a denial", function()
       ran = 0
-      local c = t.converse(agent_calling { { name = "charge_always", input = { amount = 5 } },
+      local c = t.converse(support.calling { { name = "charge_always", input = { amount = 5 } },
                                            { name = "charge_always", input = { amount = 6 } } }, { "charge" })
       local q = t.inputs(c.sessionId)
       assert.are.equal(1, #q)
@@ -235,7 +225,7 @@ describe("sessions", function()
 
     it("once(): a second call in the session does not ask again", function()
       ran = 0
-      local c = t.converse(agent_calling { { name = "charge_once", input = { amount = 1 } },
+      local c = t.converse(support.calling { { name = "charge_once", input = { amount = 1 } },
                                            { name = "charge_once", input = { amount = 2 } } }, { "go" })
       assert.are.equal(1, answer_all(c.sessionId, "approve"))
       assert.are.equal(0, #t.inputs(c.sessionId))
@@ -244,15 +234,15 @@ describe("sessions", function()
 
     it("never() and a policy that declines run without asking; the policy asks above its limit", function()
       ran = 0
-      t.converse(agent_calling { { name = "charge_never", input = { amount = 1 } },
+      t.converse(support.calling { { name = "charge_never", input = { amount = 1 } },
                                  { name = "charge_policy", input = { amount = 50 } } }, { "go" })
       assert.are.equal(2, ran)
-      local c = t.converse(agent_calling { { name = "charge_policy", input = { amount = 500 } } }, { "go" })
+      local c = t.converse(support.calling { { name = "charge_policy", input = { amount = 500 } } }, { "go" })
       assert.are.equal(1, #t.inputs(c.sessionId))
     end)
 
     it("refuses an approval answer that names a different call", function()
-      local c = t.converse(agent_calling { { id = "call_A", name = "charge_always", input = { amount = 9 } } },
+      local c = t.converse(support.calling { { id = "call_A", name = "charge_always", input = { amount = 9 } } },
         { "go" })
       local q = t.inputs(c.sessionId)[1]
       local ok, status, code = t.answer(q.requestId, { optionId = "approve", callId = "call_OTHER",

@@ -1,0 +1,35 @@
+--- Helpers the specs share (not a spec: busted runs only *_spec.lua). A spec
+-- loads it from its own folder:
+--   local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
+local moor = require "moor"
+local engine = require "moor.engine"
+local session = require "moor.session"
+local t = moor.testing
+
+local M = {}
+
+--- Run fn with `root` as the agent and `subs` as its subagents, the session
+-- tool registered; the previous agent comes back afterwards, even on error.
+function M.with_agents(root, subs, fn)
+  local saved_agent, saved_agents = engine.agent, engine.agents
+  engine.agent, engine.agents = root, subs
+  if not engine.tools[session.TOOL] then engine.register(session.TOOL, session.tool()) end
+  local ok, err = pcall(fn)
+  engine.agent, engine.agents = saved_agent, saved_agents
+  if not ok then error(err, 0) end
+end
+
+--- An agent whose scripted model makes calls[n] on its n-th call (one tool
+-- call each), then answers "done".
+function M.calling(calls)
+  return moor.defineAgent {
+    instructions = "x",
+    model = t.script(function(turn)
+      local c = calls[turn.n]
+      if c then return { toolCalls = { c } } end
+      return "done"
+    end),
+  }
+end
+
+return M
