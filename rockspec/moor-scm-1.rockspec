@@ -75,6 +75,7 @@ build = {
     ["moor.session.loop"] = "lua/moor/session/loop.lua",
     ["moor.session.calls"] = "lua/moor/session/calls.lua",
     ["moor.session.api"] = "lua/moor/session/api.lua",
+    ["moor.session.tasktext"] = "lua/moor/session/tasktext.lua",
     ["moor.signal"] = "lua/moor/signal.lua",
     ["moor.store"] = "lua/moor/store.lua",
     ["moor.terminal"] = "lua/moor/terminal.lua",
