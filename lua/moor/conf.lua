@@ -37,6 +37,9 @@ if M.MAX_STREAMS_PER_RUN <= 0 then M.MAX_STREAMS_PER_RUN = 32 end -- 0 or a non-
 M.STEP_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
 M.CONTENT_WARN_BYTES = 3 * 1024 * 1024 -- content parts a tool sends the model above which a warning is logged
 M.SESSION_DEPTH = 64                   -- parent links followed from a run to its outermost session
+M.MAX_TASKS = 32                       -- working tasks a session holds at once (seed 000: TOO_MANY_TASKS beyond)
+M.TASK_WAIT = 300000                   -- ms moor__task_wait waits when the model gives no timeoutSeconds
+M.TASK_WAIT_MAX = 86400                -- seconds moor__task_wait takes at most
 M.MAX_STEPS = 20                       -- model steps a session's turn takes when the agent sets no maxSteps
 
 -- model providers (lua/moor/providers/)

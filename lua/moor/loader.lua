@@ -181,9 +181,11 @@ end
 -- A disableTool file must name something to hide.
 local function check_disabled(disabled, builtins, subagents, errs)
   for name, path in pairs(disabled) do
-    if not builtins.tools[name] and not (subagents and subagents[name]) then
+    if not builtins.tools[name] and not (subagents and (subagents[name] or name == "agent")) then
       local list = {}
-      for n in pairs(builtins.tools) do list[#list + 1] = n end
+      for n in pairs(builtins.tools) do
+        if n:sub(1, 6) ~= "moor__" then list[#list + 1] = n end -- (the task tools come with task tools)
+      end
       table.sort(list)
       errs[#errs + 1] = ("%s:1: moor.disableTool() hides a built-in tool or a subagent, and none is named '%s' "
         .. "(the built-in tools: %s)"):format(path, name, table.concat(list, ", "))
@@ -285,10 +287,10 @@ function M.load(dir, engine)
   if agent then
     agent.name = "agent"
     agent.toolset = root_tools
+    local shared = {}
     for name, sub in pairs(subagents) do
       sub.name = name
-      if sub.toolset then add_builtins(sub.toolset, sub.disabled, builtins) end
-      sub.toolset = sub.toolset or root_tools
+      if sub.toolset then add_builtins(sub.toolset, sub.disabled, builtins) else shared[#shared + 1] = sub end
       sub.disabled = nil
       if sub.tool ~= false and not root_off[name] then
         engine.register(name, M.subagent_tool(name, sub, builtins))
@@ -296,6 +298,17 @@ function M.load(dir, engine)
       end
     end
     add_builtins(root_tools, root_off, builtins)
+    -- A subagent with no tools/ of its own has the root's, but not the
+    -- root-copy target (seed 000: only a top-level root session offers it).
+    local without_copy = {}
+    for k, v in pairs(root_tools) do without_copy[k] = v end
+    for _, sub in ipairs(shared) do sub.toolset = without_copy end
+    -- `agent`: a copy of the root agent, as a serve tool (tools/subagent.lua),
+    -- unless agent/tools/agent.lua replaces it or disables it.
+    if not root_tools.agent and not root_off.agent then
+      engine.register("agent", M.subagent_tool("agent", agent, builtins))
+      root_tools.agent = "agent"
+    end
     engine.agents = subagents
     engine.register(session.TOOL, session.tool())
   end

@@ -77,7 +77,13 @@ describe("ctx.agent", function()
     engine.register("helper", tool)
     local boss = moor.defineAgent { instructions = "boss", model = t.script(function(turn)
       if turn.n == 1 then return { toolCalls = { { name = "helper", input = { message = "taxes" } } } } end
-      return "done: " .. turn.messages[#turn.messages].content
+      -- A subagent tool is a serve tool: its reply comes as a task result.
+      for _, m in ipairs(turn.messages) do
+        local body = m.role == "user" and m.content:match('<task_result id="helper%-%w+" tool="helper" '
+          .. 'status="completed">\n(.-)\n</task_result>')
+        if body then return "done: " .. body end
+      end
+      return "waiting"
     end) }
     support.with_agents(boss, { helper = helper }, function()
       local c = t.converse(boss, { "delegate" })

@@ -221,8 +221,9 @@ describe("moor.disableTool and an agent's own tools", function()
         return "done"
       end)
       local c = t.converse(agent, { "hi" })
-      assert.are.same({ "ask_question" }, tool_names(seen))
-      assert.are.equal("mine", seen[1].description)
+      -- (agent: the root copy, a serve tool, so the task tools come with it)
+      assert.are.same({ "agent", "ask_question", "moor__task_cancel", "moor__task_wait" }, tool_names(seen))
+      assert.are.equal("mine", seen[2].description)
       assert.are.equal("my own", c.results[1].output)
       -- Hidden from the model, the subagent stays callable through ctx.agent.
       assert.truthy(engine.agents.helper)
@@ -237,7 +238,7 @@ describe("moor.disableTool and an agent's own tools", function()
       local seen
       engine.agent.model = t.script(function(turn) seen = turn.tools; return "hi" end)
       t.converse(engine.agent, { "hi" })
-      assert.are.same({ "ask_question", "sleep" }, tool_names(seen))
+      assert.are.same({ "agent", "ask_question", "moor__task_cancel", "moor__task_wait", "sleep" }, tool_names(seen))
     end)
   end)
 

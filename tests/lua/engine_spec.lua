@@ -363,11 +363,11 @@ describe("definitions", function()
         execute = print, task = print }
     end):find("exactly one entry point", 1, true))
     assert.truthy(def_err(function()
-      return moor.defineWorkflowTool { description = "d", inputSchema = s.object {}, task = print }
-    end):find("not supported yet", 1, true))
+      return moor.defineTool { description = "d", inputSchema = s.object {}, task = print }
+    end):find("'task' is an entry point of moor.defineWorkflowTool", 1, true))
     assert.truthy(def_err(function()
-      return moor.defineWorkflowTool { description = "d", inputSchema = s.object {}, serve = print }
-    end):find("not supported yet", 1, true))
+      return moor.defineTool { description = "d", inputSchema = s.object {}, serve = print }
+    end):find("'serve' is an entry point of moor.defineWorkflowTool", 1, true))
     assert.truthy(def_err(function()
       return moor.defineTool { inputSchema = s.object {}, execute = print }
     end):find("missing description", 1, true))
@@ -376,8 +376,17 @@ describe("definitions", function()
     end):find("missing inputSchema", 1, true))
     assert.truthy(def_err(function()
       return moor.defineTool { description = "d", inputSchema = s.object {}, execute = print,
-        execution = "background" }
-    end):find("not supported yet", 1, true))
+        execution = "later" }
+    end):find('execution must be "background" (run each call as a task) or left out, not "later"', 1, true))
+    assert.are.equal('"execution" was replaced by task(). Define task(input, ctx) to run each call as a task.',
+      def_err(function()
+        return moor.defineWorkflowTool { description = "d", inputSchema = s.object {}, execute = print,
+          execution = "background" }
+      end))
+    assert.truthy(def_err(function()
+      return moor.defineWorkflowTool { description = "d", inputSchema = s.object { taskId = s.string() },
+        serve = print }
+    end):find("a serve tool's inputSchema must not declare taskId", 1, true))
   end)
 
   it("carries the shape of a workflow tool", function()

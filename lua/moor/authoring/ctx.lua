@@ -131,12 +131,13 @@ function M._ctx(f)
   ctx.ask = function(request, opts)
     flow.need_body("ctx.ask")
     local clean = check_request(request)
-    local signals = { ctx.abortSignal }
+    -- (askSignal: a serve body's, withdrawn when a reply settles the calls)
+    local signals = { ctx.abortSignal, rawget(ctx, "askSignal") }
     if opts ~= nil then
       if type(opts) ~= "table" then error("ctx.ask: options must be a table { signal }", 2) end
       if opts.signal ~= nil then
         if not is_signal(opts.signal) then error("ctx.ask: signal must come from moor.AbortController()", 2) end
-        signals[2] = opts.signal
+        signals[#signals + 1] = opts.signal
       end
     end
     local ok, v = engine.op("ask", "ask", { request = clean, signals = signals })

@@ -9,6 +9,8 @@ local schema = require "moor.schema"
 local providers = require "moor.providers"
 local flow = require "moor.authoring.flow"
 local ctx_builder = require "moor.authoring.ctx"
+local task_arg = require "moor.authoring.task"
+local serve = require "moor.authoring.serve"
 
 local M = {}
 
@@ -61,17 +63,29 @@ local function check_common(kind, def)
       found[#found + 1] = e
     end
   end
-  if #found == 0 then def_error(kind .. " needs exactly one entry point: execute (task and serve come later)", 3) end
+  if #found == 0 then def_error(kind .. " needs exactly one entry point: execute, task or serve", 3) end
   if #found > 1 then
     def_error(kind .. " needs exactly one entry point, but defines " .. table.concat(found, " and "), 3)
   end
   local entry = found[1]
-  if entry ~= "execute" then
-    def_error(("'%s' entry points are not supported yet: define execute instead"):format(entry), 3)
-  end
-  if def.execution ~= nil then
-    def_error(("execution = %q is not supported yet: background tools come with tasks"):format(
-      tostring(def.execution)), 3)
+  if kind == "defineWorkflowTool" then
+    if def.execution ~= nil then
+      -- seed 000's words
+      def_error('"execution" was replaced by task(). Define task(input, ctx) to run each call as a task.', 3)
+    end
+    if entry == "serve" and type(def.inputSchema.properties) == "table" and def.inputSchema.properties.taskId ~= nil then
+      def_error("a serve tool's inputSchema must not declare taskId: moor adds taskId to the model's input "
+        .. "(it names the task a call is sent to); rename the field", 3)
+    end
+  else
+    if entry ~= "execute" then
+      def_error(("'%s' is an entry point of moor.defineWorkflowTool; a plain tool defines execute "
+        .. "(with execution = \"background\" to run each call as a task)"):format(entry), 3)
+    end
+    if def.execution ~= nil and def.execution ~= "background" then
+      def_error(("execution must be \"background\" (run each call as a task) or left out, not %q"):format(
+        tostring(def.execution)), 3)
+    end
   end
   if def.toModelOutput ~= nil and type(def.toModelOutput) ~= "function" then
     def_error("toModelOutput must be a function", 3)
@@ -87,8 +101,14 @@ local function finish(def, entry, suspend)
   local tool = {}
   for k, v in pairs(def) do tool[k] = v end
   tool.entry = entry
-  -- The four cells are data (DESIGN.md): consumers switch on shape.
-  tool.shape = { lifetime = entry == "execute" and "step" or "task", suspend = suspend }
+  -- The four cells are data (DESIGN.md, seed 003 §2, §5), written once
+  -- here; every consumer switches on shape:
+  --   defineTool{ execute }                          step / none
+  --   defineTool{ execution = "background", execute } task / none
+  --   defineWorkflowTool{ execute }                  step / workflow
+  --   defineWorkflowTool{ task } or { serve }        task / workflow
+  local task = entry ~= "execute" or def.execution == "background"
+  tool.shape = { lifetime = task and "task" or "step", suspend = suspend }
   definitions[tool] = true
   return tool
 end
@@ -154,13 +174,6 @@ function M.defineAgent(def)
   return agent
 end
 
--- The third argument of execute (seed 003's task): not built yet, so every
--- field of it (task.postMessage, ...) raises NotSupported.
-local TASK = setmetatable({}, {
-  __index = function(_, k) return ctx_builder.not_supported("task." .. tostring(k) .. " (background tasks)") end,
-  __newindex = function() errors.not_supported("task (background tasks)", 2) end,
-})
-
 -- error("msg") in a tool's own file reaches the model (and the API) as
 -- written: the "file:line: " Lua prepends moves to the error's `where`,
 -- which the log keeps (moor logs shows it).
@@ -184,21 +197,25 @@ function M._bind(tool, name, source_hash)
   local fn = tool[tool.entry]
   local info = debug.getinfo(fn, "S")
   local src = info and info.short_src
-  local execute = function(input, ctx) return locate(src, pcall(fn, input, ctx, TASK)) end
+  local execute = function(input, ctx, task) return locate(src, pcall(fn, input, ctx, task)) end
   tool.invoke = execute
+  -- A task's body gets its task argument third (the engine calls tool.task
+  -- with the run's task id); a step-lifetime body gets none (seed 003 §8).
+  if tool.shape.lifetime == "task" then tool.task = task_arg.new end
   if tool.shape.suspend == "workflow" then
     -- The engine builds the body's ctx from its run's facts with tool.ctx
     -- (moor._ctx, the one place a ctx is made) and runs the body unwrapped
     -- (a wrapper's frames would stay on the stack of every parked run): it
-    -- passes tool.task third and takes the run's error through tool.locate.
-    tool.body, tool.task, tool.ctx = fn, TASK, ctx_builder._ctx
+    -- passes the task third and takes the run's error through tool.locate.
+    -- A serve body is fed its calls by moor.authoring.serve.
+    tool.body, tool.ctx = tool.entry == "serve" and serve.body(fn) or fn, ctx_builder._ctx
     tool.locate = function(e) return relocate(src, e) end
   else
     -- A plain tool runs as one step of its run: not replayed, not retried
     -- (eve does not retry authored tools), progress still published.
     local policy = { retries = 0, backoff = 0, factor = 1, maxBackoff = 0 }
-    tool.body = function(input, ctx)
-      return flow._step_call(name, execute, policy, input, ctx_builder._plain_ctx(ctx))
+    tool.body = function(input, ctx, task)
+      return flow._step_call(name, execute, policy, input, ctx_builder._plain_ctx(ctx), task)
     end
   end
   return tool

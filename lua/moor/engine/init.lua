@@ -45,7 +45,7 @@ local inspect = require "moor.engine.inspect"
 
 local M = {}
 
-M.OP, M.IO = S.OP, S.IO
+M.OP, M.IO, M.TASK_MESSAGE = S.OP, S.IO, S.TASK_MESSAGE
 M.tools = S.tools       -- name -> loaded tool definition
 M.agent = nil           -- the agent definition from agent/agent.lua, when present (the loader sets it)
 M.agents = nil          -- its subagents by name
@@ -78,14 +78,14 @@ function M.publish(kind, payload)
 end
 
 -- runs
-M.call, M.cancel, M.steer = runs.call, runs.cancel, runs.steer
+M.call, M.cancel, M.steer, M.task_id = runs.call, runs.cancel, runs.steer, runs.task_id
 M.resume_all, M.reload = replay.resume_all, replay.reload
 M.tick = loop.tick
 M.subscribe = log.subscribe
 
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs
-M.deliver = waits.deliver
+M.deliver, M.post = waits.deliver, waits.post
 
 -- reading runs
 M.events, M.run_info, M.run_status = inspect.events, inspect.run_info, inspect.run_status

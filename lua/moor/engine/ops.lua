@@ -22,7 +22,13 @@ local co_resume, co_status, co_yield, co_close = coroutine.resume, coroutine.sta
 local pack, unpack = table.pack, table.unpack
 local encode = json.encode
 local now_ms = core.now
-local OP = S.OP
+local OP, TASK_MESSAGE = S.OP, S.TASK_MESSAGE
+local POST_POLICY = { retries = 0, backoff = 0, factor = 1, maxBackoff = 0 }
+
+-- The step that posts a body's task message; its delivery id is the op.
+local function post_message(r, msg)
+  return waits.post_task_message(r, msg, r.id .. ":" .. S.step_info.seq)
+end
 local ready, live, finish_run = sched.ready, sched.live, runs.finish_run
 
 ---------------------------------------------------------------------------
@@ -174,6 +180,13 @@ function M.resume_thread(th)
     if a == OP then
       local go
       go, x1, x2, x3 = handle_op(r, th, b, c, d)
+      if not go or r.settled then return end
+    elseif getmetatable(a) == TASK_MESSAGE then
+      -- coroutine.yield(task.postMessage(msg)) in a body: a step, so it is
+      -- posted once and replayed from the log (the yield returns true).
+      local go
+      go, x1, x2, x3 = handle_op(r, th, "step", "task.postMessage", { fn = post_message, args = pack(r, a),
+        policy = POST_POLICY })
       if not go or r.settled then return end
     else
       if not steps.progress(r, a) then return end

@@ -59,8 +59,20 @@ local function notify_parent(child)
   complete(p, op, "child.settled", "await", settled_payload(store.run(child.id)))
 end
 
---- The run's body is over (or it is dropped from memory: status "running").
-function M.end_run(r, status)
+-- A task's run ended: its session learns it through its inbox, in the
+-- same commit as the run's end and after every message the task posted
+-- (seed 003 §4: drained before the completion is reported).
+local function report_task(r, status, outcome)
+  local s = r.session
+  if not (s and s.taskId and s.inbox) then return end
+  local v = outcome and decode(outcome)
+  waits.post(s.inbox, { task = { kind = "settled", taskId = s.taskId, runId = r.id, status = status,
+    result = status == "completed" and v or nil, error = status ~= "completed" and v or nil } })
+end
+
+--- The run's body is over (or it is dropped from memory: status "running");
+-- outcome: the result or error JSON it ended with.
+function M.end_run(r, status, outcome)
   r.settled = true
   r.status = status
   if status == "running" then
@@ -69,6 +81,7 @@ function M.end_run(r, status)
     return S.drop(r)
   end
   if r.parent_id then notify_parent(r) end
+  report_task(r, status, outcome)
   -- A run that ends takes the runs it started with it (an agent's session).
   for _, k in ipairs(store.running_children(r.id) or {}) do M.cancel(k.id) end
   M.close_threads(r, "the run has ended") -- branches still parked (a lost race)
@@ -87,7 +100,7 @@ function M.finish_run(r, ok, v)
       cleanupError = e and e.code ~= "Cancelled" and e or nil })
     append(r, nil, "run.cancelled", r.tool_name, text)
     store.fail_run(r.id, "cancelled", text, now_ms())
-    return M.end_run(r, "cancelled")
+    return M.end_run(r, "cancelled", text)
   end
   if ok then
     if v == nil then v = r.last_progress end
@@ -100,7 +113,7 @@ function M.finish_run(r, ok, v)
     if text then
       append(r, nil, "run.completed", r.tool_name, text)
       store.complete_run(r.id, text, now_ms())
-      return M.end_run(r, "completed")
+      return M.end_run(r, "completed", text)
     end
     if kind == "size" then
       err = err .. M.TOO_LARGE
@@ -114,7 +127,7 @@ function M.finish_run(r, ok, v)
   append(r, nil, "run.failed", r.tool_name, e.where and encode({ code = e.code, message = e.message,
     where = e.where }) or text)
   store.fail_run(r.id, "failed", text, now_ms())
-  M.end_run(r, "failed")
+  M.end_run(r, "failed", text)
 end
 
 --- A cancel reaches the run (live, or replayed at its place in the log): abort
@@ -197,10 +210,26 @@ function M.start_main(r, input)
     session = r.session and { id = r.session.id, turnId = r.session.turnId },
   }
   local tool = r.tool
-  r.main = sched.new_thread(r, tool.body, input, tool.ctx and tool.ctx(facts) or facts, tool.task)
+  -- A task's body gets its task (seed 003 §3.1: { taskId, postMessage }) third.
+  local task = tool.task
+  if task then task = task(r.session and r.session.taskId) end
+  r.main = sched.new_thread(r, tool.body, input, tool.ctx and tool.ctx(facts) or facts, task)
   S.runs[r.id] = r
   S.nruns = S.nruns + 1
   ready(r.main, nil)
+end
+
+--- Task ids: `<tool>-` and 6 characters of Crockford's base 32 in lower
+-- case (seed 000: deploy-4hd8sa).
+M.TASK_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+function M.task_id(tool_name, rand)
+  rand = rand or function(n) return core.random_bytes(1):byte() % n + 1 end
+  local out = {}
+  for i = 1, 6 do
+    local k = rand(32)
+    out[i] = M.TASK_ALPHABET:sub(k, k)
+  end
+  return tool_name .. "-" .. table.concat(out)
 end
 
 local function new_id(prefix)
@@ -235,16 +264,26 @@ function M.call(name, input_json, opts)
   end
   local text = encode(input)
   opts = opts or {}
+  local session = opts.session
+  if tool.shape and tool.shape.lifetime == "task" and not (session and session.taskId) then
+    -- A task called on its own (moor call, POST /v1/tools): it still has an id.
+    session = { id = session and session.id, turnId = session and session.turnId, taskId = M.task_id(name) }
+  end
   local row = { id = new_id("run_"), tool = name, entry = tool.entry, input = text,
                 call_id = opts.callId or new_id("call_"), source_hash = tool.source_hash,
                 seed = string.unpack("<i8", core.random_bytes(8)), started = now_ms(),
                 channel = opts.noInput and "none" or "default", parent_id = opts.parent, parent_op = opts.parentOp,
-                session = opts.session }
+                session = session }
   local inserted, e = store.insert_run(row)
   if not inserted then return nil, e, "store" end
   local r = M.new_run(row, tool)
   append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id, parentId = opts.parent,
-    session = opts.session }))
+    session = session }))
+  if session and session.taskId and not session.inbox then
+    -- No session takes its result: its own stream shows the receipt (moor call prints it).
+    append(r, nil, "task.started", name, encode({ taskId = session.taskId, callId = row.call_id, name = name,
+      kind = tool.entry == "serve" and "serve" or (tool.shape.suspend == "none" and "background" or "task") }))
+  end
   if opts.setup then opts.setup(row.id) end
   -- The run is durable before its id is handed out.
   local cok, cerr = log.commit()

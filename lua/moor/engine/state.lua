@@ -9,6 +9,10 @@ local S = {}
 S.OP = setmetatable({}, { __name = "moor.op", __tostring = function() return "moor.op" end })
 -- A step yields (IO, start) to park on I/O (moor.fetch, a provider's backoff).
 S.IO = setmetatable({}, { __name = "moor.io" })
+-- A task body yields a value with this metatable (task.postMessage(msg)) to
+-- wake its parent session with a message (seed 003 §3.1); any other value
+-- it yields stays stream-only progress.
+S.TASK_MESSAGE = { __name = "moor.taskMessage" }
 
 S.tools = {}            -- name -> loaded tool definition (engine.tools)
 S.runs = {}             -- id -> run, for runs in memory

@@ -10,6 +10,7 @@ local log = require "moor.engine.log"
 local sched = require "moor.engine.sched"
 local timers = require "moor.engine.timers"
 local runs = require "moor.engine.runs"
+local waits = require "moor.engine.waits"
 local S = require "moor.engine.state"
 
 local M = {}
@@ -19,7 +20,7 @@ local co_create, co_resume, co_status, co_yield, co_close =
 local pack, unpack = table.pack, table.unpack
 local encode = json.encode
 local now_ms = core.now
-local OP, IO = S.OP, S.IO
+local OP, IO, TASK_MESSAGE = S.OP, S.IO, S.TASK_MESSAGE
 
 --- A progress snapshot v from run r's body or step. Returns false when the
 -- run failed instead (a snapshot that cannot be recorded).
@@ -76,6 +77,13 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
       else
         return
       end
+    elseif getmetatable(v) == TASK_MESSAGE then
+      -- A background tool's task.postMessage: posted now; a step run again
+      -- after a crash posts the same delivery ids, which its session drops.
+      info.posts = (info.posts or 0) + 1
+      local posted = waits.post_task_message(r, v, ("%s:%d:%d"):format(r.id, n, info.posts))
+      S.step_info = info
+      ok, v, w = co_resume(co, posted)
     elseif v ~= OP and not M.progress(r, v) then
       co_close(co)
       S.step_info = false

@@ -311,6 +311,41 @@ function M.inputs()
   return json.array(out)
 end
 
+-- Record a delivery for hook row h and hand it to the branch waiting on
+-- the hook, if one is (first come, first served); else it queues.
+local function insert_delivery(h, token, payload, last)
+  local r = S.runs[h.run_id]
+  local q = r and r.hook_waiting[token]
+  local dn = store.insert_delivery(token, h.run_id, payload, now_ms(), last)
+  local op = q and table.remove(q, 1)
+  if q and #q == 0 then r.hook_waiting[token] = nil end
+  if op then
+    store.consume_delivery(token, dn)
+    complete(r, op, "hook.received", "await", payload)
+  end
+  return op ~= nil
+end
+
+--- moor's own delivery to a hook (a task's report to its session's inbox):
+-- no caps and no commit (it joins the caller's group commit). Returns true,
+-- or false when the hook is closed or unknown.
+function M.post(token, request)
+  local h = store.hook(token)
+  if not h or h.closed ~= 0 then return false end
+  if not insert_delivery(h, token, encode(request)) then queued[token] = nil end -- (its count is read again)
+  return true
+end
+
+--- A task's message to its session (task.postMessage; seed 003 §4): posted
+-- to the session's inbox with a delivery id, so a step that runs again
+-- after a crash posts nothing new. Returns whether a session took it.
+function M.post_task_message(r, msg, delivery_id)
+  local s = r.session
+  if not (s and s.inbox) then return false end
+  return M.post(s.inbox, { task = { kind = "message", taskId = s.taskId, runId = r.id, message = msg.message,
+    deliveryId = delivery_id } })
+end
+
 --- Deliver to a hook or webhook. request: the payload (hooks) or
 -- { method, headers, body, query } (webhooks). via: "webhook" (the webhook
 -- route: webhook tokens only) or "hook" (POST /v1/hooks: hook tokens only,
@@ -337,13 +372,7 @@ function M.deliver(token, request, via)
       .. "take them, and takes at most %d or %d MiB: retry later"):format(h.kind, waiting.n,
         waiting.bytes / 1048576, conf.MAX_QUEUED, conf.MAX_QUEUED_BYTES // 1048576))
   end
-  local dn = store.insert_delivery(token, h.run_id, payload, now_ms(), last)
-  local op = q and table.remove(q, 1)
-  if q and #q == 0 then r.hook_waiting[token] = nil end
-  if op then
-    store.consume_delivery(token, dn)
-    complete(r, op, "hook.received", "await", payload)
-  end
+  insert_delivery(h, token, payload, last)
   local ok, cerr = log.commit()
   if not ok then -- (the failed commit made every count stale: counted again from the database)
     return errors.store_unavailable(cerr)

@@ -12,28 +12,50 @@ local signals = require "moor.signal"
 local conf = require "moor.conf"
 local ctx_builder = require "moor.authoring.ctx"
 local flow = require "moor.authoring.flow"
+local tasktext = require "moor.session.tasktext"
 
 local M = {}
 
 -- The agent's tools: model-facing name -> registered name. An agent loaded
 -- from agent/ has a toolset; one defined in a spec sees every plain name.
+-- The built-in task tools (tools/moor__task_*.lua): offered to the model
+-- only when the agent has a task-lifetime tool, and run in the session's own
+-- run (they read its task table as ctx.session.tasks).
+local TASK_TOOLS = { moor__task_wait = true, moor__task_cancel = true }
+M.TASK_TOOLS = TASK_TOOLS
+
 local function toolset(agent)
   if agent.toolset then return agent.toolset end
   local set = {}
   for name in pairs(engine.tools) do
-    if name:sub(1, 6) ~= "moor__" and not name:find(".", 1, true) then set[name] = name end
+    if (name:sub(1, 6) ~= "moor__" or TASK_TOOLS[name]) and not name:find(".", 1, true) then set[name] = name end
   end
   return set
 end
 
+-- What the model sees of a tool: a serve tool's input takes a taskId, and
+-- its description says so (cached on the tool: the same every turn).
+local function model_facing(name, t)
+  if t.entry ~= "serve" then return { name = name, description = t.description, inputSchema = t.inputSchema } end
+  if not t.model_schema then
+    t.model_schema = tasktext.serve_input_schema(t.inputSchema)
+    t.model_description = tasktext.serve_description(t.description)
+  end
+  return { name = name, description = t.model_description, inputSchema = t.model_schema }
+end
+
 local function model_tools(set)
   local out = json.array {}
-  local names = {}
-  for name in pairs(set) do names[#names + 1] = name end
+  local names, has_tasks = {}, false
+  for name, reg in pairs(set) do
+    names[#names + 1] = name
+    local t = engine.tools[reg]
+    if t and t.shape.lifetime == "task" then has_tasks = true end
+  end
   table.sort(names)
   for _, name in ipairs(names) do
     local t = engine.tools[set[name]]
-    if t then out[#out + 1] = { name = name, description = t.description, inputSchema = t.inputSchema } end
+    if t and (has_tasks or not TASK_TOOLS[name]) then out[#out + 1] = model_facing(name, t) end
   end
   return out
 end
@@ -118,7 +140,17 @@ local function run_call(call, session_id, state, turn_id)
     msg.content, msg.isError = ("unknown tool '%s'"):format(tostring(call.name)), true
     return msg
   end
-  local ok, verr = schema.validate(tool.inputSchema, call.input, "input")
+  local input = call.input
+  if tool.entry == "serve" and type(input) == "table" and input.taskId ~= nil then
+    -- (taskId is moor's, not the tool's: the rest is checked against inputSchema)
+    if type(input.taskId) ~= "string" then
+      msg.content, msg.isError = "input refused: taskId must be a string (a task id from a receipt)", true
+      return msg
+    end
+    input = {}
+    for k, v in pairs(call.input) do if k ~= "taskId" then input[k] = v end end
+  end
+  local ok, verr = schema.validate(tool.inputSchema, input, "input")
   if not ok then
     msg.content, msg.isError = "input refused: " .. verr, true
     return msg
@@ -130,7 +162,36 @@ local function run_call(call, session_id, state, turn_id)
     return msg
   end
   local output
-  if tool.shape.suspend == "none" then
+  if tool.shape.lifetime == "task" then
+    -- The other column: a task. Its tool result is the receipt, at once;
+    -- its result comes later, at a step boundary (session/tasks.lua).
+    local receipt, code, emsg, id = state.tasks:call(call, tool, registered, turn_id)
+    if receipt then
+      msg.content = receipt
+      id = code
+      engine.publish("action.result", { callId = call.id, toolName = call.name, output = { status = "working",
+        taskId = id }, isError = false })
+    else
+      msg.content, msg.isError = ("%s: %s"):format(code, emsg), true
+      engine.publish("action.result", { callId = call.id, toolName = call.name, output = json.null, isError = true,
+        error = msg.content, code = code })
+    end
+    return msg
+  elseif TASK_TOOLS[registered] then
+    -- In the session's own run; a steering message aborts its signal.
+    local signal = signals.new()
+    state.inline[#state.inline + 1] = signal
+    local ctx = ctx_builder._ctx { callId = call.id, toolName = call.name, runId = session_id, abortSignal = signal,
+      session = { id = session_id, turnId = turn_id, tasks = state.tasks:handle(signal) } }
+    local sok, v = pcall(tool.body, input, ctx)
+    for i = #state.inline, 1, -1 do if state.inline[i] == signal then table.remove(state.inline, i) end end
+    if not sok then
+      if errors.is(v, "Cancelled") then error(v, 0) end
+      msg.content, msg.isError = error_text(v), true
+    else
+      output = v
+    end
+  elseif tool.shape.suspend == "none" then
     local execute = tool.invoke or tool[tool.entry]
     -- The plain tool's ctx, as under moor call; its signal aborts with the
     -- session's (a cancel).
@@ -140,8 +201,8 @@ local function run_call(call, session_id, state, turn_id)
     if outer.aborted then follow() else outer:addEventListener("abort", follow) end
     local ctx = ctx_builder._plain_ctx { callId = call.id, toolName = call.name, abortSignal = signal,
       session = { id = session_id, turnId = turn_id } }
-    local step = flow.step("tool:" .. call.name, function(input) return execute(input, ctx) end, { retries = 0 })
-    local sok, v = pcall(step, call.input)
+    local step = flow.step("tool:" .. call.name, function(inp) return execute(inp, ctx) end, { retries = 0 })
+    local sok, v = pcall(step, input)
     outer:removeEventListener("abort", follow)
     if not sok then
       if errors.is(v, "Cancelled") then error(v, 0) end
@@ -180,6 +241,6 @@ local function run_call(call, session_id, state, turn_id)
   return msg
 end
 
-M.toolset, M.model_tools, M.run_call = toolset, model_tools, run_call
+M.toolset, M.model_tools, M.run_call, M.model_content = toolset, model_tools, run_call, model_content
 
 return M

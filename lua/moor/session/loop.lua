@@ -53,13 +53,71 @@ local function add_usage(total, u)
   total.outputTokens = total.outputTokens + (math.tointeger(u.outputTokens) or 0)
 end
 
+-- A turn the model would end while a task of it works (or its result waits):
+-- it waits, as moor__task_wait does, for a result, a task's message or a new
+-- message. Returns true when the model is to be called again.
+local function hold(tasks, state, turn_id)
+  local held = false
+  for _ = 1, math.maxinteger do
+    if state.cancel_turn then return false end
+    if tasks:pending(turn_id) or #state.steers > 0 then return true end
+    if not tasks:working_in(turn_id) then return false end
+    if not held then
+      held = true
+      engine.publish("turn.held", { turnId = turn_id, taskIds = json.array(tasks:working_ids()) })
+    end
+    local d = flow.await(state.next_delivery())
+    state.take_delivery()
+    state.during_turn(d)
+  end
+end
+
+-- The model's tool calls of one step, run concurrently as branches while the
+-- inbox is watched (a message can steer or answer); their tool messages.
+local function run_calls(calls, session_id, state, turn_id)
+  local futures = {}
+  for i, call in ipairs(calls) do futures[i] = flow.async(tool_calls.run_call, call, session_id, state, turn_id) end
+  local all = flow.async(flow.all, futures)
+  while true do
+    local v, idx = flow.race { all, state.next_delivery() }
+    if idx == 1 then return v end
+    state.take_delivery()
+    state.during_turn(v)
+  end
+end
+
+-- The model's final answer ends the turn: { status, message | data } or a failure.
+local function answer(output_schema, content)
+  -- The seed's MessageResult: the session now waits for its next
+  -- message; message, or data when the turn asked for outputSchema.
+  if not output_schema then return { status = "waiting", message = content or "" } end
+  -- Structured output: the final text must be JSON that fits the schema.
+  local data, derr = json.decode(content or "")
+  local vok, verr
+  if derr == nil then vok, verr = schema.validate(output_schema, data, "output") end
+  if derr or not vok then
+    return { status = "failed", error = { code = "InvalidOutput",
+      message = "the model's answer does not match outputSchema: " .. (derr or verr) } }
+  end
+  return { status = "waiting", data = data }
+end
+
 -- One turn: model steps and tool calls until a final answer or maxSteps.
 local function run_turn(agent, transcript, turn_id, session_id, counter, state, output_schema)
   engine.publish("turn.started", { turnId = turn_id })
   local usage = { inputTokens = 0, outputTokens = 0 }
   local max_steps = agent.maxSteps or conf.MAX_STEPS
   local tools = tool_calls.model_tools(state.tools)
+  local tasks = state.tasks
+  local function cancelled(step)
+    -- The sender's signal aborted: the turn ends here, reported as cancelled.
+    state.cancel_turn = false
+    engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage, cancelled = true })
+    return { status = "waiting", cancelled = true }
+  end
   for step = 1, max_steps do
+    -- A step boundary: what tasks sent since the last one reaches the model.
+    tasks:boundary(transcript, turn_id)
     counter.calls = counter.calls + 1
     local ok, res = pcall(callModel, agent.model, {
       system = agent.instructions, messages = json.array(transcript), tools = tools, callNumber = counter.calls,
@@ -74,49 +132,26 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     add_usage(usage, res.usage)
     local m = res.message or {}
     local calls = m.toolCalls
-    transcript[#transcript + 1] = { role = "assistant", content = m.content, toolCalls = calls }
-    if type(calls) ~= "table" or #calls == 0 then
-      engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
-        usage = res.usage })
-      engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
-      -- The seed's MessageResult: the session now waits for its next
-      -- message; message, or data when the turn asked for outputSchema.
-      if not output_schema then return { status = "waiting", message = m.content or "" } end
-      -- Structured output: the final text must be JSON that fits the schema.
-      local data, derr = json.decode(m.content or "")
-      local vok, verr
-      if derr == nil then vok, verr = schema.validate(output_schema, data, "output") end
-      if derr or not vok then
-        return { status = "failed", error = { code = "InvalidOutput",
-          message = "the model's answer does not match outputSchema: " .. (derr or verr) } }
+    if type(calls) == "table" and #calls > 0 then
+      transcript[#transcript + 1] = { role = "assistant", content = m.content, toolCalls = calls }
+      for _, call in ipairs(calls) do
+        engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
+          input = call.input })
       end
-      return { status = "waiting", data = data }
-    end
-    for _, call in ipairs(calls) do
-      engine.publish("action.started", { turnId = turn_id, callId = call.id, toolName = call.name,
-        input = call.input })
-    end
-    -- Parallel tool calls in one model step run concurrently, as branches;
-    -- meanwhile the inbox is watched, so a message can steer or answer.
-    local futures = {}
-    for i, call in ipairs(calls) do futures[i] = flow.async(tool_calls.run_call, call, session_id, state, turn_id) end
-    local all = flow.async(flow.all, futures)
-    local results
-    while true do
-      local v, idx = flow.race { all, state.next_delivery() }
-      if idx == 1 then
-        results = v
-        break
+      for _, msg in ipairs(run_calls(calls, session_id, state, turn_id)) do transcript[#transcript + 1] = msg end
+      if state.cancel_turn then return cancelled(step) end
+    else
+      transcript[#transcript + 1] = { role = "assistant", content = m.content }
+      -- No turn ends while a task of it works: it waits, then the model
+      -- reads the results (a steering message also calls it again).
+      local again = (tasks:working_in(turn_id) or tasks:pending(turn_id)) and hold(tasks, state, turn_id)
+      if state.cancel_turn then return cancelled(step) end
+      if not again then
+        engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
+          usage = res.usage })
+        engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
+        return answer(output_schema, m.content)
       end
-      state.take_delivery()
-      state.during_turn(v)
-    end
-    for _, msg in ipairs(results) do transcript[#transcript + 1] = msg end
-    if state.cancel_turn then
-      -- The sender's signal aborted: the turn ends here, reported as cancelled.
-      state.cancel_turn = false
-      engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage, cancelled = true })
-      return { status = "waiting" }
     end
     -- Steering messages reach the model once the calls they stopped settle.
     for _, text in ipairs(state.steers) do

@@ -15,6 +15,7 @@ local world = require "moor.authoring.world"
 local agent_api = require "moor.authoring.agent"
 local calls = require "moor.session.calls"
 local loop = require "moor.session.loop"
+local tasks = require "moor.session.tasks"
 
 local TOOL, inbox_token, deliver_step, agent_named = agent_api.TOOL, agent_api.inbox_token,
   agent_api.deliver_step, agent_api.agent_named
@@ -60,9 +61,18 @@ local function session_body(input, ctx)
   local turns = 0
   local counter = { calls = 0 }
   local queued = {}
+  local tools = toolset(agent)
+  if input.agent == "agent" and tools.agent then
+    -- A delegated root copy does not offer the root-copy target again.
+    local copy = {}
+    for k, v in pairs(tools) do if k ~= "agent" then copy[k] = v end end
+    tools = copy
+  end
   local state = {
     approved = {},        -- once() approvals live per session
-    tools = toolset(agent),
+    tools = tools,
+    tasks = tasks.new(ctx.runId, inbox_token(ctx.runId), calls.model_content),
+    inline = {},          -- signals of the task tools running in this run (a steer aborts them)
     running = {},         -- child run id -> call id, for the calls the turn waits on
     steered = {},         -- child runs a steering message aborted
     steers = {},          -- steering messages for the model, once the calls settle
@@ -77,10 +87,22 @@ local function session_body(input, ctx)
   end
   function state.take_delivery() pending_delivery = nil end
 
+  -- The runs whose sole pending question a message may answer: the
+  -- session, the calls its turn waits on, and its working tasks.
   local function pending_runs()
     local ids = { ctx.runId }
     for id in flow.sortedPairs(state.running) do ids[#ids + 1] = id end
+    for _, id in ipairs(state.tasks:working_runs()) do ids[#ids + 1] = id end
     return ids
+  end
+
+  -- Steering aborts the signals of the calls the turn waits on (never a task's).
+  local function steer_calls()
+    for id in flow.sortedPairs(state.running) do
+      state.steered[id] = true
+      steer_step(id)
+    end
+    for _, sig in ipairs(state.inline) do engine.abort(sig, "steered") end
   end
 
   -- A message that arrives while a turn waits on tool calls: it answers the
@@ -88,13 +110,14 @@ local function session_body(input, ctx)
   -- turn (queue), or aborts the calls' signals and reaches the model when
   -- they settle (steer, the default).
   function state.during_turn(d)
+    if type(d) == "table" and type(d.task) == "table" then
+      state.tasks:on_event(d.task)
+      return
+    end
     if type(d) == "table" and d.cancelTurn then
       -- A ctx.agent sender's signal aborted: stop the calls, end the turn.
       state.cancel_turn = true
-      for id in flow.sortedPairs(state.running) do
-        state.steered[id] = true
-        steer_step(id)
-      end
+      steer_calls()
       return
     end
     if type(d) ~= "table" or type(d.message) ~= "string" then return end
@@ -111,10 +134,7 @@ local function session_body(input, ctx)
       if d.replyTo then state.joined[#state.joined + 1] = d.replyTo end
       return
     end
-    for id in flow.sortedPairs(state.running) do
-      state.steered[id] = true
-      steer_step(id)
-    end
+    steer_calls()
     state.steers[#state.steers + 1] = d.message
   end
 
@@ -125,7 +145,17 @@ local function session_body(input, ctx)
       d = flow.await(state.next_delivery())
       state.take_delivery()
     end
-    if type(d) == "table" and type(d.message) == "string" then
+    local woke = false
+    if type(d) == "table" and type(d.task) == "table" then
+      -- A task's result waits for the next turn; its message starts one.
+      woke = state.tasks:on_event(d.task)
+    end
+    if woke then
+      turns = turns + 1
+      local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state)
+      if not ok then error(outcome, 0) end
+      if outcome.status == "failed" or outcome.cancelled then state.tasks:cancel_turn(("turn_%d"):format(turns)) end
+    elseif type(d) == "table" and type(d.message) == "string" then
       if not published then
         engine.publish("message.received", { role = "user", text = d.message })
       end
@@ -142,6 +172,11 @@ local function session_body(input, ctx)
           -- error), then the cancel goes on.
           for _, to in ipairs(replies) do pcall(deliver_step, to, { status = "waiting" }) end
           error(outcome, 0)
+        end
+        -- A failed (or cancelled) turn stops the tasks working for it.
+        if outcome.status == "failed" or outcome.cancelled then
+          state.tasks:cancel_turn(("turn_%d"):format(turns))
+          outcome.cancelled = nil
         end
         for _, to in ipairs(replies) do deliver_step(to, outcome) end
       end
