@@ -43,6 +43,8 @@ build = {
     ["moor.authoring.agent"] = "lua/moor/authoring/agent.lua",
     ["moor.authoring.flow"] = "lua/moor/authoring/flow.lua",
     ["moor.authoring.world"] = "lua/moor/authoring/world.lua",
+    ["moor.authoring.serve"] = "lua/moor/authoring/serve.lua",
+    ["moor.authoring.task"] = "lua/moor/authoring/task.lua",
     ["moor.authoring.outputs"] = "lua/moor/authoring/outputs.lua",
     ["moor.conf"] = "lua/moor/conf.lua",
     ["moor.duration"] = "lua/moor/duration.lua",
@@ -75,6 +77,7 @@ build = {
     ["moor.session.loop"] = "lua/moor/session/loop.lua",
     ["moor.session.calls"] = "lua/moor/session/calls.lua",
     ["moor.session.api"] = "lua/moor/session/api.lua",
+    ["moor.session.tasks"] = "lua/moor/session/tasks.lua",
     ["moor.session.tasktext"] = "lua/moor/session/tasktext.lua",
     ["moor.signal"] = "lua/moor/signal.lua",
     ["moor.store"] = "lua/moor/store.lua",
@@ -89,6 +92,8 @@ build = {
     -- moor/loader.lua, which loads them for every agent.
     ["moor.tools.ask_question"] = "tools/ask_question.lua",
     ["moor.tools.sleep"] = "tools/sleep.lua",
+    ["moor.tools.moor__task_wait"] = "tools/moor__task_wait.lua",
+    ["moor.tools.moor__task_cancel"] = "tools/moor__task_cancel.lua",
     ["moor.tools.subagent"] = "tools/subagent.lua",
   },
 }

@@ -45,7 +45,7 @@ LUA
 cat >"$B/tools/tasky.lua" <<'LUA'
 local moor = require "moor"
 return moor.defineWorkflowTool { description = "x", inputSchema = moor.schema.object {},
-  task = function() end }
+  execution = "background", execute = function() end }
 LUA
 cat >"$B/tools/returnsnothing.lua" <<'LUA'
 local x = 1
@@ -86,7 +86,8 @@ grep -q "tools/nodesc.lua:3: missing description" "$e" || fail "missing descript
 grep -q "tools/twoentries.lua:8: .*exactly one entry point, but defines execute and task" "$e" || fail "two entry points: $(cat "$e")"
 grep -q "tools/noschema.lua:2: missing inputSchema" "$e" || fail "missing schema: $(cat "$e")"
 grep -q "tools/badschema.lua:2: inputSchema is not a valid schema: .*integr" "$e" || fail "bad schema: $(cat "$e")"
-grep -q "tools/tasky.lua:2: 'task' entry points are not supported yet" "$e" || fail "task refused: $(cat "$e")"
+grep -qF 'tools/tasky.lua:2: "execution" was replaced by task(). Define task(input, ctx) to run each call as a task.' "$e" \
+  || fail "execution refused: $(cat "$e")"
 grep -q "tools/returnsnothing.lua:1: the file must return a tool" "$e" || fail "no tool returned: $(cat "$e")"
 grep -q "tools/raises.lua:3: attempt to index a nil value" "$e" || fail "runtime error line: $(cat "$e")"
 grep -q "tools/1bad.lua:1: bad tool name '1bad'" "$e" || fail "bad name: $(cat "$e")"

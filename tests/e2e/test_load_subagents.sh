@@ -49,6 +49,6 @@ LUA
 set +e
 "$MOOR" call secret --agent "$A" 2>"$T/err2"; st=$?
 set -e
-[ $st = 2 ] && grep -q "unknown tool 'secret'; this agent has: ask_question, helper, ping, sleep" "$T/err2" \
+[ $st = 2 ] && grep -q "unknown tool 'secret'; this agent has: agent, ask_question, helper, ping, sleep" "$T/err2" \
   || fail "the helper's own tool must not be a root tool, and helper must be: $(cat "$T/err2")"
 pass "subagent load errors reported at once with file and line; own tools; exposed as a tool"

@@ -73,7 +73,8 @@ local function check_common(kind, def)
       -- seed 000's words
       def_error('"execution" was replaced by task(). Define task(input, ctx) to run each call as a task.', 3)
     end
-    if entry == "serve" and type(def.inputSchema.properties) == "table" and def.inputSchema.properties.taskId ~= nil then
+    local props = def.inputSchema.properties
+    if entry == "serve" and type(props) == "table" and props.taskId ~= nil then
       def_error("a serve tool's inputSchema must not declare taskId: moor adds taskId to the model's input "
         .. "(it names the task a call is sent to); rename the field", 3)
     end

@@ -165,12 +165,11 @@ local function run_call(call, session_id, state, turn_id)
   if tool.shape.lifetime == "task" then
     -- The other column: a task. Its tool result is the receipt, at once;
     -- its result comes later, at a step boundary (session/tasks.lua).
-    local receipt, code, emsg, id = state.tasks:call(call, tool, registered, turn_id)
+    local receipt, code, emsg = state.tasks:call(call, tool, registered, turn_id)
     if receipt then
       msg.content = receipt
-      id = code
       engine.publish("action.result", { callId = call.id, toolName = call.name, output = { status = "working",
-        taskId = id }, isError = false })
+        taskId = code }, isError = false })
     else
       msg.content, msg.isError = ("%s: %s"):format(code, emsg), true
       engine.publish("action.result", { callId = call.id, toolName = call.name, output = json.null, isError = true,

@@ -103,7 +103,7 @@ function Tasks:call(call, tool, registered, turn_id)
   return text.receipt(id, kind == "serve" and call.name or nil), id
 end
 
-function Tasks:unknown(task_id, name)
+local function unknown(task_id, name)
   return nil, "UNKNOWN_TASK", text.unknown_task(tostring(task_id), name)
 end
 
@@ -111,11 +111,11 @@ end
 function Tasks:send(call, input, task_id, turn_id)
   local t = type(task_id) == "string" and self.byid[task_id]
   if not t or t.status == "finished" or t.name ~= call.name or t.kind ~= "serve" then
-    return self:unknown(task_id, call.name)
+    return unknown(task_id, call.name)
   end
   if t.status == "idle" and self.nworking >= conf.MAX_TASKS then return too_many() end
   if not post_step(serve.calls_token(t.runId), { call = { input = input, callId = call.id, turnId = turn_id } }) then
-    return self:unknown(task_id, call.name) -- (its run ended; the report is on its way)
+    return unknown(task_id, call.name) -- (its run ended; the report is on its way)
   end
   t.calls[#t.calls + 1] = { callId = call.id, turnId = turn_id }
   if t.status == "idle" then self:set_status(t, "working") end
@@ -128,7 +128,7 @@ end
 -- Settle the given waiting calls of t (all when ids is nil) with status and
 -- output/error: each reports its own task.settled. Returns the turns they
 -- were made in.
-function Tasks:settle_calls(t, ids, status, output, err)
+function Tasks:settle_calls(t, ids, status, output, err) -- luacheck: ignore self
   local keep, turns = {}, {}
   local wanted
   if ids then
