@@ -117,17 +117,27 @@ static int parse(int argc, char **argv, opts *o) {
 
 /* Progress and retries go to stderr; `moor resume` (ud != NULL) also prints
  * each run that settles, one line on stdout. */
+static void json_string_field(const char *json, const char *field, char *out, size_t len);
+
 static void print_event(const moor_event *ev, void *ud) {
   if (ud && (!strcmp(ev->kind, "run.completed") || !strcmp(ev->kind, "run.failed")))
     printf("%s %s %s\n", ev->run_id, ev->kind + 4, ev->payload);
   const char *what = !strcmp(ev->kind, "progress") ? "progress" : !strcmp(ev->kind, "step.retry") ? "retry"
-                     : !strcmp(ev->kind, "run.note") ? "note" : NULL;
+                     : !strcmp(ev->kind, "run.note") ? "note" : !strcmp(ev->kind, "task.started") ? "task" : NULL;
   if (!what) return;
   char *text = strdup(ev->payload); /* for the terminal: no control characters */
   if (!text) return;
   moor_term_clean(text);
-  if (!strcmp(what, "retry")) fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", text);
-  else fprintf(stderr, "%s: %s\n", what, text);
+  if (!strcmp(what, "retry")) {
+    fprintf(stderr, "retry: step %s: %s\n", ev->name ? ev->name : "?", text);
+  } else if (!strcmp(what, "task")) {
+    /* A task tool called on its own: its receipt, as a session's model reads it. */
+    char receipt[256];
+    json_string_field(text, "receipt", receipt, sizeof receipt);
+    if (receipt[0]) fprintf(stderr, "%s\n", receipt);
+  } else {
+    fprintf(stderr, "%s: %s\n", what, text);
+  }
   free(text);
 }
 

@@ -318,6 +318,7 @@ local routes = {
     if not ok then return fail(code, message) end
     return reply(202, { sessionId = id, accepted = true })
   end },
+  { "GET", "^/v1/sessions/([^/]+)/tasks$", function(_, id) return show(session.tasks(id), "session", id) end },
   { "GET", "^/v1/sessions/([^/]+)/stream$", function(req, id)
     if not session.details(id) then return unknown("session", id) end
     return events_stream(req, id)

@@ -24,6 +24,14 @@ function M.format_event(run_id, kind, payload)
     return ("turn failed: %s"):format(p.error and p.error.message or "?")
   elseif kind == "agent.started" then
     return ("  (agent %s joined)"):format(p.name)
+  elseif kind == "task.started" then
+    return ("  [task %s (%s) started]"):format(p.taskId, p.name)
+  elseif kind == "task.settled" then
+    return ("  [task %s %s]"):format(p.taskId, p.status)
+  elseif kind == "task.message" then
+    return ("  [task %s: %s]"):format(p.taskId, tostring(p.text))
+  elseif kind == "turn.held" then
+    return "  (waiting for tasks: " .. table.concat(p.taskIds or {}, ", ") .. ")"
   elseif kind == "input.resolved" and p.outcome == "cancelled" then
     return "  (question withdrawn)"
   end

@@ -281,8 +281,10 @@ function M.call(name, input_json, opts)
     session = session }))
   if session and session.taskId and not session.inbox then
     -- No session takes its result: its own stream shows the receipt (moor call prints it).
+    -- (the words of moor.session.tasktext's receipt; tasks_spec checks they agree)
     append(r, nil, "task.started", name, encode({ taskId = session.taskId, callId = row.call_id, name = name,
-      kind = tool.entry == "serve" and "serve" or (tool.shape.suspend == "none" and "background" or "task") }))
+      kind = tool.entry == "serve" and "serve" or (tool.shape.suspend == "none" and "background" or "task"),
+      receipt = ("Started task %s. Its result will arrive in a <task_result> message."):format(session.taskId) }))
   end
   if opts.setup then opts.setup(row.id) end
   -- The run is durable before its id is handed out.

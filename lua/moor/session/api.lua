@@ -141,4 +141,45 @@ function M.details(id)
            updated = run.updated }
 end
 
+--- A session's tasks, from its event log (task.started, task.settled) and
+-- their runs: { tasks = [ { taskId, name, kind, runId, status, calls } ] },
+-- oldest first; status working | idle | completed | failed | cancelled
+-- (idle: a serve task with no call waiting), calls [ { callId, turnId,
+-- status } ] (status working until the call settles). nil for no session.
+function M.tasks(id)
+  local run = engine.run_details(id)
+  if not run or run.tool ~= TOOL then return nil end
+  local list, by = json.array {}, {}
+  for _, ev in ipairs(engine.events(id)) do
+    if ev.kind == "task.started" or ev.kind == "task.settled" then
+      local p = json.decode(ev.payload) or {}
+      local t = by[p.taskId]
+      if ev.kind == "task.started" and not t then
+        t = { taskId = p.taskId, name = p.name, kind = p.kind, runId = p.runId, calls = json.array {} }
+        by[p.taskId] = t
+        list[#list + 1] = t
+      end
+      if t then
+        if ev.kind == "task.started" then
+          t.calls[#t.calls + 1] = { callId = p.callId, turnId = p.turnId, status = "working" }
+        else
+          for _, c in ipairs(t.calls) do
+            if c.callId == p.callId then c.status = p.status end
+          end
+        end
+      end
+    end
+  end
+  for _, t in ipairs(list) do
+    local r = t.runId and engine.run_details(t.runId)
+    if r and r.status ~= "running" then
+      t.status = r.status
+    else
+      t.status = "idle"
+      for _, c in ipairs(t.calls) do if c.status == "working" then t.status = "working" end end
+    end
+  end
+  return { sessionId = id, tasks = list }
+end
+
 return M

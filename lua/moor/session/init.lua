@@ -31,4 +31,5 @@ return {
   send = api.send,
   line = api.line,
   details = api.details,
+  tasks = api.tasks,
 }
