@@ -37,6 +37,10 @@ local end_step = flow.step("serve.end", function(run_id)
   return true
 end, { retries = 0 })
 
+-- receive() in a run no session feeds, after its one call was answered:
+-- the run ends with that answer.
+local NO_MORE_CALLS = setmetatable({}, { __tostring = function() return "no more calls" end })
+
 --- The run body of a serve tool whose author's function is serve_fn.
 function M.body(serve_fn)
   return function(input, ctx, task)
@@ -98,6 +102,8 @@ function M.body(serve_fn)
       end
     end)
 
+    local last_reply = nil -- (a run with no session: its first reply is its result)
+
     --- receive() -> { input, callId, abortSignal }
     local function receive()
       flow.need_body("receive()")
@@ -106,6 +112,8 @@ function M.body(serve_fn)
         first = nil
         return hand_out(c)
       end
+      -- Called on its own (moor call, POST /v1/tools), no second call can come.
+      if not inbox and #waiting == 0 then error(NO_MORE_CALLS, 0) end
       receives = receives + 1
       if #queue > 0 then return hand_out(table.remove(queue, 1)) end
       if not pending then pending = { f = signals.new() } end
@@ -123,6 +131,7 @@ function M.body(serve_fn)
       if #waiting == 0 then return false end
       local ids = waiting
       waiting = {}
+      last_reply = output
       if inbox then
         reply_step(inbox, { task = { kind = "reply", taskId = task and task.taskId, runId = ctx.runId,
           callIds = json.array(ids), output = output == nil and json.null or output } })
@@ -143,7 +152,11 @@ function M.body(serve_fn)
       return ask(request, opts)
     end
 
-    return serve_fn(receive, ctx)
+    if inbox then return serve_fn(receive, ctx) end
+    local ok, v = pcall(serve_fn, receive, ctx)
+    if ok then return v end
+    if v == NO_MORE_CALLS then return last_reply end
+    error(v, 0)
   end
 end
 
