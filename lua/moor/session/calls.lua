@@ -131,6 +131,14 @@ local function approve(tool, call, state)
   return approved
 end
 
+-- What a call's pcall gave: its output, or (a Cancelled goes on) its error
+-- as the model's tool error in msg.
+local function taken(msg, ok, v)
+  if ok then return v end
+  if errors.is(v, "Cancelled") then error(v, 0) end
+  msg.content, msg.isError = error_text(v), true
+end
+
 -- Run one tool call of the model by the tool's shape. Returns a tool message.
 local function run_call(call, session_id, state, turn_id)
   local registered = state.tools[call.name]
@@ -184,12 +192,7 @@ local function run_call(call, session_id, state, turn_id)
       session = { id = session_id, turnId = turn_id, tasks = state.tasks:handle(signal) } }
     local sok, v = pcall(tool.body, input, ctx)
     for i = #state.inline, 1, -1 do if state.inline[i] == signal then table.remove(state.inline, i) end end
-    if not sok then
-      if errors.is(v, "Cancelled") then error(v, 0) end
-      msg.content, msg.isError = error_text(v), true
-    else
-      output = v
-    end
+    output = taken(msg, sok, v)
   elseif tool.shape.suspend == "none" then
     local execute = tool.invoke or tool[tool.entry]
     -- The plain tool's ctx, as under moor call; its signal aborts with the
@@ -203,12 +206,7 @@ local function run_call(call, session_id, state, turn_id)
     local step = flow.step("tool:" .. call.name, function(inp) return execute(inp, ctx) end, { retries = 0 })
     local sok, v = pcall(step, input)
     outer:removeEventListener("abort", follow)
-    if not sok then
-      if errors.is(v, "Cancelled") then error(v, 0) end
-      msg.content, msg.isError = error_text(v), true
-    else
-      output = v
-    end
+    output = taken(msg, sok, v)
   else
     local sok, started = engine.op("child", registered, { tool = registered, input = call.input, callId = call.id,
       session = { id = session_id, turnId = turn_id } })
