@@ -77,7 +77,7 @@ requests() { grep -c . "$T/model.jsonl" 2>/dev/null || true; }
 request_json() { jq -c --argjson n "$1" 'select(.n == $n) | .body | fromjson' "$T/model.jsonl"; }
 # stream_now FILE: the session's stream from its start (what is there now).
 stream_now() { curl -s -N --max-time 2 "$URL/v1/sessions/$SID/stream" >"$1" || true; }
-has_event() { stream_now "$T/stream"; grep -q "$1" "$T/stream"; }
+has_event() { grep -q "$1" "$T/stream"; }
 lines() { grep -c . "$COUNTER" 2>/dev/null || true; }
 # seen: what each model request carried (for failure messages).
 seen() { jq -c '{n, messages: (.body | fromjson | .messages | map({role, content}))}' "$T/model.jsonl"; }
@@ -87,6 +87,9 @@ req POST /v1/sessions '{"message": "please backfill the orders table"}'
 expect 201 "POST /v1/sessions"
 SID=$(field sessionId)
 [ -n "$SID" ] || fail "no sessionId in $BODY"
+# Follow the stream until the kill (which ends it; at most 60 s).
+curl -s -N --max-time 60 "$URL/v1/sessions/$SID/stream" >"$T/stream" &
+CURL_PID=$!
 
 # The model called the task and answered the person: the turn is held
 # while the task works (request 2 answered "Working on it.").
@@ -102,6 +105,7 @@ TASK_ID=$(printf '%s' "$RECEIPT" | sed -n 's/^Started task \(backfill-[0-9a-z]*\
 [ "$(request_json 2 | jq -r '.messages[] | select(.role == "tool") | .tool_call_id')" = call_backfill_1 ] \
   || fail "the receipt answers another call: $(request_json 2)"
 grep -q "\"taskId\":\"$TASK_ID\"" "$T/stream" || fail "no task.started for $TASK_ID: $(cat "$T/stream")"
+wait_for grep -qx "first orders" "$COUNTER"
 [ "$(count "first orders" "$COUNTER")" = 1 ] || fail "the first step: $(cat "$COUNTER" 2>&1)"
 # The person reads the model's answer while the task works: on the stream
 # and in the session's transcript.
@@ -121,6 +125,7 @@ wait_for has_event '"toolName":"moor__task_wait"'
 ! grep -q '<task_result id=' "$T/model.jsonl" || fail "a result reached the model before the task finished"
 
 kill_dev
+wait "$CURL_PID" 2>/dev/null || true
 [ "$(lines)" = 1 ] || fail "the counter moved during the kill: $(cat "$COUNTER")"
 start_dev "$T/tagent" 127.0.0.1:0
 
