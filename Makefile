@@ -31,7 +31,7 @@ test:
 
 bench: build
 	cmake --build $(BUILD) --target moor_bench -j $(JOBS)
-	$(BUILD)/moor_bench tests/bench/agent
+	$(BUILD)/moor_bench tests/bench/agent tests/bench/task_agent
 	@command -v wrk >/dev/null || apt-get install -y wrk >/dev/null 2>&1 || \
 	  { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; } || \
 	  echo "wrk could not be installed: no requests/s figure"

@@ -1,10 +1,12 @@
 /* moor engine benchmark, driven through the public API (host/moor.h) as an
  * embedder would. Prints figures; asserts nothing about time (see README).
  *
- *   moor_bench [AGENT_DIR]   (default: tests/bench/agent)
+ *   moor_bench [AGENT_DIR [TASK_AGENT_DIR]]
+ *   (defaults: tests/bench/agent, tests/bench/task_agent)
  */
 #include "moor.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,23 +29,58 @@ static long rss_kib(void) {
 }
 
 static const char *agent = "tests/bench/agent";
+static const char *task_agent = "tests/bench/task_agent";
 static char dir[] = "/tmp/moor-bench-XXXXXX";
 
-static moor *open_db(const char *name, int durability) {
+static moor *open_agent_db(const char *name, int durability, const char *agent_dir) {
   char path[256];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   moor_config cfg = {path, durability, NULL, 0};
   moor *m = NULL;
-  if (moor_open(&m, &cfg) || moor_load_agent(m, agent)) {
+  if (moor_open(&m, &cfg) || moor_load_agent(m, agent_dir)) {
     fprintf(stderr, "bench: %s\n", moor_errmsg(m));
     exit(1);
   }
   return m;
 }
 
+static moor *open_db(const char *name, int durability) { return open_agent_db(name, durability, agent); }
+
 static void check(moor *m, int rc) {
   if (rc) {
     fprintf(stderr, "bench: %s\n", moor_errmsg(m));
+    exit(1);
+  }
+}
+
+/* What the task figures count, from the committed events (moor_on_event). */
+struct task_count {
+  long started, settled, results, held, steps; /* task.*, turn.held events; model steps of completed turns */
+};
+
+static void on_task_event(const moor_event *ev, void *ud) {
+  struct task_count *c = ud;
+  if (!strcmp(ev->kind, "task.started")) {
+    c->started++;
+  } else if (!strcmp(ev->kind, "task.settled")) {
+    c->settled++;
+  } else if (!strcmp(ev->kind, "task.result")) {
+    c->results++;
+  } else if (!strcmp(ev->kind, "turn.held")) {
+    c->held++;
+  } else if (!strcmp(ev->kind, "turn.completed")) {
+    const char *p = strstr(ev->payload, "\"steps\":");
+    if (p) c->steps += atol(p + 8);
+  }
+}
+
+/* Tick until n tasks have started and every one of `sessions` turns is held
+ * (the tasks parked), or fail after a bounded number of rounds. */
+static void tick_until_parked(moor *m, struct task_count *c, long n, long sessions) {
+  long long due = 0;
+  for (int i = 0; i < 100000 && (c->started < n || c->held < sessions); i++) check(m, moor_tick(m, &due));
+  if (c->started < n || c->held < sessions) {
+    fprintf(stderr, "bench: %ld of %ld tasks started, %ld of %ld turns held\n", c->started, n, c->held, sessions);
     exit(1);
   }
 }
@@ -55,6 +92,7 @@ static void call(moor *m, const char *input) {
 
 int main(int argc, char **argv) {
   if (argc > 1) agent = argv[1];
+  if (argc > 2) task_agent = argv[2];
   if (!mkdtemp(dir)) return 1;
   printf("moor %s engine benchmark (figures, not pass/fail)\n\n", MOOR_VERSION);
 
@@ -158,6 +196,71 @@ int main(int argc, char **argv) {
   }
   free(input);
   printf("hostile pattern, 1 MiB input:     %8.1f ms/call  (worst; refused at the match limit)\n", worst * 1e3);
+  moor_close(m);
+
+  /* 7. Tasks (issue 9) with a scripted model (no model time), bodies with no
+   * waits: 100 sessions whose one turn calls the task tool `job` 32 times
+   * (MAX_TASKS) in one model step, then answers "ok" while the turn holds
+   * until every result is appended; 100 whose turn calls it once; beside
+   * them 100 sessions whose turn calls nothing. The host's time per task is
+   * the difference, from the model's task call to its task.result appended
+   * (with the model steps the results bring about). */
+  m = open_agent_db("tasks.db", MOOR_DURABILITY_NORMAL, task_agent);
+  struct task_count tc;
+  static const char *task_msgs[] = {"run 0", "run 1", "run 32"};
+  static const long task_k[] = {0, 1, 32};
+  double task_turn[3];
+  long task_steps[3], task_results[3];
+  for (int w = 0; w < 3; w++) {
+    memset(&tc, 0, sizeof tc);
+    moor_on_event(m, on_task_event, &tc);
+    t0 = now_s();
+    for (int i = 0; i < 100; i++) {
+      check(m, moor_session_start(m, task_msgs[w], sid, sizeof sid));
+      check(m, moor_run(m));
+    }
+    task_turn[w] = (now_s() - t0) / 100;
+    if (tc.started != 100 * task_k[w] || tc.settled != 100 * task_k[w] || tc.results < (task_k[w] ? 100 : 0)) {
+      fprintf(stderr, "bench: '%s': %ld started, %ld settled, %ld task.result\n", task_msgs[w], tc.started,
+              tc.settled, tc.results);
+      return 1;
+    }
+    task_steps[w] = tc.steps;
+    task_results[w] = tc.results;
+  }
+  moor_on_event(m, NULL, NULL);
+  for (int w = 2; w >= 1; w--)
+    printf("task call -> task.result, %2ld/turn: %6.0f us/task   (%.1f model steps, %.1f task.result per turn)\n",
+           task_k[w], (task_turn[w] - task_turn[0]) / task_k[w] * 1e6, task_steps[w] / 100.0,
+           task_results[w] / 100.0);
+  printf("  (a turn with no task: %.0f us, 1 model step)\n", task_turn[0] * 1e6);
+  moor_close(m);
+
+  /* 8. Memory: 10,000 tasks parked on a sleep. A session holds at most 32
+   * working tasks (MAX_TASKS), so 313 sessions (312 x 32 + 16), each turn
+   * held while its tasks sleep; beside it, as many sessions idle after a turn
+   * with no tasks, for the sessions' own share. */
+  m = open_agent_db("park-tasks.db", MOOR_DURABILITY_NORMAL, task_agent);
+  memset(&tc, 0, sizeof tc);
+  moor_on_event(m, on_task_event, &tc);
+  check(m, moor_tick(m, &due));
+  malloc_trim(0); /* (what the sections above freed would hide growth) */
+  long before_idle = rss_kib();
+  for (int i = 0; i < 313; i++) check(m, moor_session_start(m, "run 0", sid, sizeof sid));
+  check(m, moor_run(m));
+  long after_idle = rss_kib();
+  memset(&tc, 0, sizeof tc);
+  malloc_trim(0);
+  before = rss_kib();
+  for (int i = 0; i < 313; i++) check(m, moor_session_start(m, i < 312 ? "park 32" : "park 16", sid, sizeof sid));
+  tick_until_parked(m, &tc, 10000, 313);
+  after = rss_kib();
+  moor_on_event(m, NULL, NULL);
+  double per_task = (after - before) / 10000.0, per_session = (after_idle - before_idle) / 313.0;
+  printf("10,000 tasks parked on a sleep:   %8.2f KiB/task (313 held sessions; RSS %ld -> %ld KiB)\n",
+         per_task, before, after);
+  printf("  (an idle session: %.1f KiB; per task less the sessions' share: %.2f KiB)\n", per_session,
+         per_task - per_session * 313 / 10000);
   moor_close(m);
 
   char cmd[128];

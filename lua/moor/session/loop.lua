@@ -143,12 +143,20 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     else
       transcript[#transcript + 1] = { role = "assistant", content = m.content }
       -- No turn ends while a task of it works: it waits, then the model
-      -- reads the results (a steering message also calls it again).
-      local again = (tasks:working_in(turn_id) or tasks:pending(turn_id)) and hold(tasks, state, turn_id)
-      if state.cancel_turn then return cancelled(step) end
-      if not again then
+      -- reads the results (a steering message also calls it again). What
+      -- the model said meanwhile reaches the person now.
+      local holding = tasks:working_in(turn_id) or tasks:pending(turn_id)
+      if holding then
         engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
           usage = res.usage })
+      end
+      local again = holding and hold(tasks, state, turn_id)
+      if state.cancel_turn then return cancelled(step) end
+      if not again then
+        if not holding then
+          engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
+            usage = res.usage })
+        end
         engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage })
         return answer(output_schema, m.content)
       end
