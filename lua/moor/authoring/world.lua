@@ -35,6 +35,17 @@ function Hook.await(self)
   return v
 end
 
+--- hook:poll(): the next delivery if one is already waiting, else nil; it
+-- never parks the run (a durable op all the same: replay gives the same).
+function Hook.poll(self)
+  need_body("hook:poll")
+  local ok, v = engine.op("hook.poll", "poll", { token = self.token })
+  if not ok then error(v, 0) end
+  local d = v.delivery
+  if d ~= nil and self.kind == "webhook" then return setmetatable(d, Request) end
+  return d
+end
+
 --- for request in hook:requests() do ... end: every delivery, in order.
 function Hook.requests(self)
   return function() return self:await() end

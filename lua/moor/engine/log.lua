@@ -23,7 +23,7 @@ M.OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] =
              ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
              ["input.requested"] = "ask", ["input.resolved"] = "ask",
              ["hook.created"] = "hook", ["hook.received"] = "hook.await",
-             ["child.started"] = "child", ["child.settled"] = "child.await" }
+             ["child.started"] = "child", ["child.settled"] = "child.await", ["hook.polled"] = "hook.poll" }
 
 local emitted, nemitted = {}, 0 -- events for the listeners, committed or in the open transaction
 

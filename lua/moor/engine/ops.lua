@@ -71,6 +71,8 @@ local function start_live(r, n, kind, name, spec, rec)
     live(r, function() if r.waiters[n] then waits.start_ask(r, n, spec, rec) end end)
   elseif kind == "hook" then
     live(r, function() if r.waiters[n] then waits.create_hook(r, n, spec) end end)
+  elseif kind == "hook.poll" then
+    live(r, function() if r.waiters[n] then waits.poll_hook(r, n, spec.token) end end)
   elseif kind == "hook.await" then
     r.hook_ops[n] = spec.token
     live(r, function() if r.waiters[n] then waits.await_hook(r, n, spec.token) end end)

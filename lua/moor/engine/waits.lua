@@ -153,6 +153,13 @@ function M.await_hook(r, n, token)
   q[#q + 1] = n -- several branches may await one hook: first come, first served
 end
 
+--- Op: the next delivery to token if one is queued now, else none; never
+-- parks (hook:poll()). Recorded like any op, so replay gives the same.
+function M.poll_hook(r, n, token)
+  local payload = take_delivery(token)
+  complete(r, n, "hook.polled", "poll", payload and ('{"delivery":' .. payload .. "}") or "{}")
+end
+
 --- A run that ends withdraws its questions and closes its hooks (their
 -- deliveries get 404 from now on).
 function M.release(r)

@@ -60,7 +60,10 @@ local function hold(tasks, state, turn_id)
   local held = false
   for _ = 1, math.maxinteger do
     if state.cancel_turn then return false end
-    if tasks:pending(turn_id) or #state.steers > 0 then return true end
+    if tasks:pending(turn_id) or #state.steers > 0 then
+      state.drain() -- what else arrived with it comes in the same message
+      return true
+    end
     if not tasks:working_in(turn_id) then return false end
     if not held then
       held = true

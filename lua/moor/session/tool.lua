@@ -9,6 +9,7 @@ local json = require "moor.json"
 local schema = require "moor.schema"
 local errors = require "moor.errors"
 local store = require "moor.store"
+local conf = require "moor.conf"
 local define = require "moor.authoring.define"
 local flow = require "moor.authoring.flow"
 local world = require "moor.authoring.world"
@@ -86,6 +87,23 @@ local function session_body(input, ctx)
     return pending_delivery
   end
   function state.take_delivery() pending_delivery = nil end
+  -- Take what the inbox already holds, without waiting (results of tasks
+  -- that ended together reach the model as one message).
+  function state.drain()
+    for _ = 1, conf.MAX_QUEUED do
+      local d
+      local f = pending_delivery
+      if f then
+        if not f.done then return end -- a waiter is parked: deliveries go to it
+        d = flow.await(f)
+        pending_delivery = nil
+      else
+        d = inbox:poll()
+        if d == nil then return end
+      end
+      state.during_turn(d)
+    end
+  end
 
   -- The runs whose sole pending question a message may answer: the
   -- session, the calls its turn waits on, and its working tasks.
