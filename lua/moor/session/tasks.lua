@@ -87,9 +87,13 @@ function Tasks:call(call, tool, registered, turn_id)
   local id
   repeat id = engine.task_id(call.name, math.random) until not self.byid[id] -- (math.random: the run's, replayed)
   local kind = kind_of(tool)
+  -- The slot is taken before the start parks: the calls of one model step
+  -- run as concurrent branches, and each checks the limit above.
+  self.nworking = self.nworking + 1
   local ok, started = engine.op("child", registered, { tool = registered, input = input, callId = call.id,
     session = { id = self.session_id, turnId = turn_id, taskId = id, inbox = self.inbox },
     setup = kind == "serve" and serve.calls_setup or nil })
+  self.nworking = self.nworking - 1
   if not ok then error(started, 0) end
   if started.error then return nil, started.error.code or "Error", started.error.message end
   local t = { id = id, name = call.name, registered = registered, kind = kind, runId = started.runId, status = "idle",

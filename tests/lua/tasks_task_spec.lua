@@ -1,0 +1,402 @@
+-- Tasks (issue 9) for `task` tools and background tools, in a real session
+-- with a scripted model: the four cells' shape and the load-time refusals,
+-- receipts and ids (stable across a restart), steering during a task, the
+-- held turn, the limit of 32, moor__task_wait and moor__task_cancel,
+-- cancellation with cleanup, postMessage, the result budget and escaping,
+-- delivery exactly once, failed turns and cancelled sessions.
+local moor = require "moor"
+local engine = require "moor.engine"
+local session = require "moor.session"
+local conf = require "moor.conf"
+local core = require "moor.core"
+local tasktext = require "moor.session.tasktext"
+local t = moor.testing
+local s = moor.schema
+
+local ID = "[0123456789abcdefghjkmnpqrstvwxyz]"
+local ID6 = ID:rep(6)
+
+local function register(name, tool)
+  moor._bind(tool, name, "spec-" .. name)
+  engine.register(name, tool)
+  return tool
+end
+
+local function kinds(events, kind)
+  local out = {}
+  for _, e in ipairs(events) do
+    if e.kind == kind then out[#out + 1] = e.payload end
+  end
+  return out
+end
+
+local function copy(list)
+  local out = {}
+  for i, m in ipairs(list) do out[i] = m end
+  return out
+end
+
+-- An agent whose model answers with script(n, messages) and records a copy
+-- of the messages of every call in log[n].
+local function agent_of(log, script)
+  return moor.defineAgent {
+    instructions = "x",
+    model = t.script(function(turn)
+      log[turn.n] = copy(turn.messages)
+      return script(turn.n, turn.messages, turn)
+    end),
+  }
+end
+
+-- Run fn with `agent` as the loaded agent (a restart resolves it by name).
+local function with_agent(agent, fn)
+  local saved = engine.agent
+  engine.agent = agent
+  local ok, err = pcall(fn)
+  engine.agent = saved
+  if not ok then error(err, 0) end
+end
+
+local function send(id, body)
+  local ok, _, _, message = session.send(id, body)
+  assert(ok, message)
+  t.drive(id)
+end
+
+-- The messages of role (and containing needle) in one model call's input.
+local function find(messages, role, needle)
+  local out = {}
+  for _, m in ipairs(messages or {}) do
+    if m.role == role and (needle == nil or (type(m.content) == "string" and m.content:find(needle, 1, true))) then
+      out[#out + 1] = m
+    end
+  end
+  return out
+end
+
+local function count(s_, needle)
+  local n, pos = 0, 1
+  while true do
+    local i = s_:find(needle, pos, true)
+    if not i then return n end
+    n, pos = n + 1, i + #needle
+  end
+end
+
+-- The task runs a session started (its children), by task id.
+local function task_runs(events)
+  local out = {}
+  for _, p in ipairs(kinds(events, "task.started")) do out[p.taskId] = p.runId end
+  return out
+end
+
+local function wait_until(fn, ms)
+  local deadline = core.now() + (ms or 2000)
+  while not fn() and core.now() < deadline do
+    local due = engine.tick()
+    core.wait(due and math.min(due, 5) or 5)
+  end
+  return fn()
+end
+
+local cleanups = 0
+local cleanup_step = moor.step("tk_cleanup", function(what)
+  cleanups = cleanups + 1
+  return what
+end, { retries = 0 })
+
+register("tk_deploy", moor.defineWorkflowTool {
+  description = "Deploy a service.",
+  inputSchema = s.object { service = s.string(), ms = s.optional(s.integer()), fail = s.optional(s.string()) },
+  task = function(input)
+    moor.sleep(input.ms or 10)
+    if input.fail then error(input.fail) end
+    return { deployed = input.service }
+  end,
+})
+
+register("tk_park", moor.defineWorkflowTool {
+  description = "Parks for an hour.",
+  inputSchema = s.object {},
+  task = function()
+    moor.sleep("1h")
+    return "woke"
+  end,
+})
+
+register("tk_approve", moor.defineWorkflowTool {
+  description = "Asks a person, then reports.",
+  inputSchema = s.object {},
+  task = function(_, ctx)
+    local a = ctx.ask { prompt = "Ship it?", options = { { id = "ship", label = "Ship" }, { id = "hold", label = "Hold" } } }
+    return { answer = a.optionId, status = a.status, aborted = ctx.abortSignal.aborted }
+  end,
+})
+
+describe("task tools", function()
+  describe("the four cells and the load-time refusals", function()
+    local obj = s.object {}
+    local fn = function() end
+
+    it("computes shape once for each kind of definition", function()
+      assert.are.same({ lifetime = "step", suspend = "none" },
+        moor.defineTool { description = "d", inputSchema = obj, execute = fn }.shape)
+      assert.are.same({ lifetime = "task", suspend = "none" },
+        moor.defineTool { description = "d", inputSchema = obj, execution = "background", execute = fn }.shape)
+      assert.are.same({ lifetime = "step", suspend = "workflow" },
+        moor.defineWorkflowTool { description = "d", inputSchema = obj, execute = fn }.shape)
+      assert.are.same({ lifetime = "task", suspend = "workflow" },
+        moor.defineWorkflowTool { description = "d", inputSchema = obj, task = fn }.shape)
+      assert.are.same({ lifetime = "task", suspend = "workflow" },
+        moor.defineWorkflowTool { description = "d", inputSchema = obj, serve = fn }.shape)
+    end)
+
+    local function refusal(define, def)
+      local ok, err = pcall(define, def)
+      assert.is_false(ok)
+      assert.are.equal("DefinitionError", err.code)
+      return err.message
+    end
+
+    it("refuses execution on defineWorkflowTool with the seed's words", function()
+      for _, entry in ipairs { "execute", "task" } do
+        local msg = refusal(moor.defineWorkflowTool, { description = "d", inputSchema = obj, execution = "background",
+          [entry] = fn })
+        assert.are.equal('"execution" was replaced by task(). Define task(input, ctx) to run each call as a task.',
+          msg)
+      end
+    end)
+
+    it("refuses an execution other than \"background\" on defineTool, and task or serve there", function()
+      assert.matches('execution must be "background"',
+        refusal(moor.defineTool, { description = "d", inputSchema = obj, execution = "later", execute = fn }), 1, true)
+      assert.matches("'task' is an entry point of moor.defineWorkflowTool",
+        refusal(moor.defineTool, { description = "d", inputSchema = obj, task = fn }), 1, true)
+      assert.matches("'serve' is an entry point of moor.defineWorkflowTool",
+        refusal(moor.defineTool, { description = "d", inputSchema = obj, serve = fn }), 1, true)
+    end)
+
+    it("refuses a serve inputSchema declaring taskId, and none or two entry points", function()
+      assert.matches("must not declare taskId",
+        refusal(moor.defineWorkflowTool, { description = "d", inputSchema = s.object { taskId = s.string() },
+          serve = fn }), 1, true)
+      for _, define in ipairs { moor.defineTool, moor.defineWorkflowTool } do
+        assert.matches("needs exactly one entry point: execute, task or serve",
+          refusal(define, { description = "d", inputSchema = obj }), 1, true)
+      end
+      assert.matches("defines execute and task",
+        refusal(moor.defineWorkflowTool, { description = "d", inputSchema = obj, execute = fn, task = fn }), 1, true)
+      assert.matches("defines task and serve",
+        refusal(moor.defineWorkflowTool, { description = "d", inputSchema = obj, task = fn, serve = fn }), 1, true)
+      -- (a task tool's own inputSchema may have a taskId: moor adds none to it)
+      assert.are.equal("task", moor.defineWorkflowTool { description = "d",
+        inputSchema = s.object { taskId = s.string() }, task = fn }.shape.lifetime)
+    end)
+  end)
+
+  it("answers a call with the receipt, word for word, and an id that a restart keeps", function()
+    local log = {}
+    local agent = agent_of(log, function(n)
+      if n == 1 then return { toolCalls = { { name = "tk_approve", input = {} } } } end
+      return "ok " .. n
+    end)
+    local c = t.converse(agent, { "ship" })
+    local receipt = find(log[2], "tool")[1].content
+    local id = receipt:match("^Started task (tk_approve%-" .. ID6 .. ")%. Its result will arrive in a "
+      .. "<task_result> message%.$")
+    assert.is_string(id, receipt)
+    assert.are.equal(tasktext.receipt(id), receipt)
+    local started = kinds(c.events, "task.started")
+    assert.are.equal(1, #started)
+    assert.are.equal(id, started[1].taskId)
+    assert.are.equal("task", started[1].kind)
+    with_agent(agent, function()
+      -- replay the whole session (and the task's run) from the log
+      t.restart(c.sessionId)
+      t.restart(started[1].runId)
+      assert.are.equal("running", engine.run_status(c.sessionId))
+      local q = t.inputs(c.sessionId)
+      assert.are.equal(1, #q)
+      send(c.sessionId, { inputResponses = { { requestId = q[1].requestId, optionId = "ship" } } })
+    end)
+    -- the result arrives under the same id: the replayed table knows it
+    local last = log[#log]
+    local results = find(last, "user", "<task_result")
+    assert.are.equal(1, #results)
+    assert.matches('<task_result id="' .. id .. '" tool="tk_approve" status="completed">', results[1].content, 1, true)
+    assert.are.equal(id, find(last, "tool")[1].content:match("task (tk_approve%-%w+)")) -- the transcript too
+    assert.are.equal(1, #kinds(t.events(c.sessionId), "task.started"))
+  end)
+
+  it("holds the turn while a task works and calls the model again in the same turn with its result", function()
+    local log = {}
+    local c = t.converse(agent_of(log, function(n)
+      if n == 1 then return { toolCalls = { { name = "tk_deploy", input = { service = "api", ms = 30 } } } } end
+      if n == 2 then return "Deploying." end
+      return "Deployed."
+    end), { "deploy api" })
+    assert.are.equal(3, #log)
+    assert.are.equal(0, #find(log[2], "user", "<task_result"))
+    local res = find(log[3], "user", "<task_result")
+    assert.are.equal(1, #res)
+    assert.matches('status="completed">\n{"deployed":"api"}\n</task_result>', res[1].content, 1, true)
+    local order = {}
+    for _, e in ipairs(c.events) do
+      if e.kind == "turn.started" or e.kind == "turn.held" or e.kind == "task.result" or e.kind == "turn.completed"
+        or e.kind == "message.completed" then
+        order[#order + 1] = e.kind .. ":" .. tostring(e.payload.turnId)
+      end
+    end
+    assert.are.same({ "turn.started:turn_1", "turn.held:turn_1", "task.result:turn_1", "message.completed:turn_1",
+      "turn.completed:turn_1" }, order)
+    local held = kinds(c.events, "turn.held")[1]
+    assert.matches("^tk_deploy%-" .. ID6 .. "$", held.taskIds[1])
+    assert.are.equal("Deployed.", c.transcript[#c.transcript].text)
+  end)
+
+  describe("steering during a task", function()
+    it("keeps the task's question open and its signal whole; the model reads the steer; the answer finishes it",
+      function()
+        local log = {}
+        local agent = agent_of(log, function(n, messages)
+          if n == 1 then return { toolCalls = { { name = "tk_approve", input = {} } } } end
+          return "reply " .. n .. ": " .. tostring(messages[#messages].content):sub(1, 20)
+        end)
+        local c = t.converse(agent, { "ship it" })
+        local id = kinds(c.events, "task.started")[1].taskId
+        local q = t.inputs(c.sessionId)
+        assert.are.equal(1, #q)
+        local calls = #log
+        with_agent(agent, function()
+          send(c.sessionId, { message = "meanwhile, what is the weather?" })
+          -- the model read the steer, in the same (held) turn
+          assert.is_true(#log > calls)
+          assert.are.equal(1, #find(log[#log], "user", "meanwhile, what is the weather?"))
+          local after = t.inputs(c.sessionId)
+          assert.are.equal(1, #after) -- still pending: not withdrawn, not answered
+          assert.are.equal(q[1].requestId, after[1].requestId)
+          assert.are.equal("running", engine.run_status(task_runs(t.events(c.sessionId))[id]))
+          send(c.sessionId, { inputResponses = { { requestId = q[1].requestId, optionId = "ship" } } })
+        end)
+        assert.are.equal(0, #t.inputs(c.sessionId))
+        local res = find(log[#log], "user", "<task_result")
+        assert.are.equal(1, #res)
+        assert.matches('{"aborted":false,"answer":"ship","status":"answered"}', res[1].content, 1, true)
+        local evs = t.events(c.sessionId)
+        assert.are.equal(1, #kinds(evs, "turn.started"))
+        assert.are.equal(1, #kinds(evs, "turn.completed"))
+      end)
+  end)
+
+  describe("limits", function()
+    it("refuses the 33rd working task with TOO_MANY_TASKS", function()
+      local log = {}
+      local calls = {}
+      for i = 1, conf.MAX_TASKS + 1 do calls[i] = { name = "tk_park", input = {} } end
+      local c = t.converse(agent_of(log, function(n)
+        if n == 1 then return { toolCalls = calls } end
+        return "waiting"
+      end), { "many" })
+      local tools = find(log[2], "tool")
+      assert.are.equal(conf.MAX_TASKS + 1, #tools)
+      local receipts, refused = 0, {}
+      for _, m in ipairs(tools) do
+        if m.content:find("^Started task ") then receipts = receipts + 1 else refused[#refused + 1] = m end
+      end
+      assert.are.equal(conf.MAX_TASKS, receipts)
+      assert.are.equal(1, #refused)
+      assert.is_true(refused[1].isError)
+      assert.are.equal("TOO_MANY_TASKS: " .. tasktext.too_many(conf.MAX_TASKS), refused[1].content)
+      assert.are.equal(conf.MAX_TASKS, #kinds(c.events, "task.started"))
+      assert.is_true(t.cancel(c.sessionId))
+      t.drive(c.sessionId)
+    end)
+
+    it("fails moor__task_cancel of an unknown id with UNKNOWN_TASK", function()
+      local log = {}
+      t.converse(agent_of(log, function(n)
+        if n == 1 then return { toolCalls = { { name = "moor__task_cancel", input = { taskId = "tk_deploy-zzzzzz" } } } } end
+        return "ok"
+      end), { "stop it" })
+      local m = find(log[2], "tool")[1]
+      assert.is_true(m.isError)
+      assert.matches("^UNKNOWN_TASK: ", m.content)
+      assert.matches("tk_deploy-zzzzzz", m.content, 1, true)
+    end)
+  end)
+
+  describe("moor__task_wait", function()
+    local function waited(script, opts)
+      local log = {}
+      local agent = agent_of(log, script)
+      local c = t.converse(agent, { "go" }, opts)
+      return c, log, agent
+    end
+
+    it("returns at once when a result is already waiting", function()
+      local c, log = waited(function(n)
+        if n == 1 then return { toolCalls = { { name = "tk_deploy", input = { service = "a", ms = 5 } } } } end
+        if n == 2 then
+          -- the model is slow: the task settles while it thinks
+          engine.io(function(resume) core.after(60, resume) end)
+          return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 3600 } } } }
+        end
+        return "done"
+      end)
+      local id = kinds(c.events, "task.started")[1].taskId
+      local m = find(log[3], "tool")
+      assert.are.equal(id .. " completed; its result follows. No other tasks are working.", m[#m].content)
+      assert.are.equal(1, #find(log[3], "user", '<task_result id="' .. id .. '"'))
+      assert.are.equal(0, #kinds(c.events, "turn.held"))
+    end)
+
+    it("waits for a result, says when it timed out, and that no task is working", function()
+      local c, log = waited(function(n)
+        if n == 1 then
+          return { toolCalls = { { name = "tk_deploy", input = { service = "a", ms = 40 } },
+            { name = "tk_park", input = {} } } }
+        end
+        if n == 2 then return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 60 } } } } end
+        if n == 3 then return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 0.05 } } } } end
+        if n == 4 then return { toolCalls = { { name = "moor__task_cancel", input = { taskId = "?" } } } } end
+        return "done"
+      end)
+      local started = kinds(c.events, "task.started")
+      local deploy, park = started[1].taskId, started[2].taskId
+      if not deploy:find("^tk_deploy") then deploy, park = park, deploy end
+      local m = find(log[3], "tool")
+      assert.are.equal(deploy .. " completed; its result follows. 1 task is still working: " .. park .. ".",
+        m[#m].content)
+      m = find(log[4], "tool")
+      assert.are.equal("Stopped waiting after 0s; 1 task is still working: " .. park .. ".", m[#m].content)
+      assert.is_true(t.cancel(c.sessionId))
+      t.drive(c.sessionId)
+      -- and with no task at all
+      local _, log2 = waited(function(n)
+        if n == 1 then return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 60 } } } } end
+        return "done"
+      end)
+      assert.are.equal("No tasks are working.", find(log2[2], "tool")[1].content)
+    end)
+
+    it("ends on a new message", function()
+      local log = {}
+      local agent = agent_of(log, function(n)
+        if n == 1 then return { toolCalls = { { name = "tk_park", input = {} } } } end
+        if n == 2 then return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 3600 } } } } end
+        return "noted"
+      end)
+      local c = t.converse(agent, { "go" })
+      assert.are.equal(2, #log)
+      local id = kinds(c.events, "task.started")[1].taskId
+      with_agent(agent, function() send(c.sessionId, { message = "are you there?" }) end)
+      local m = find(log[3], "tool")
+      assert.are.equal("A new message arrived, so the wait ended after 0s; 1 task is still working: " .. id .. ".",
+        m[#m].content)
+      assert.are.equal(1, #find(log[3], "user", "are you there?"))
+      assert.are.equal("running", engine.run_status(task_runs(c.events)[id])) -- a wait never stops a task
+      assert.is_true(t.cancel(c.sessionId))
+      t.drive(c.sessionId)
+    end)
+  end)
+end)
