@@ -202,6 +202,51 @@ register("tk_big", moor.defineWorkflowTool {
   end,
 })
 
+local third = {}
+register("tk_plain_probe", moor.defineTool {
+  description = "Reports whether it got a task argument.",
+  inputSchema = s.object {},
+  execute = function(_, _, task) third.plain = task == nil and "none" or task.taskId; return "ok" end,
+})
+register("tk_flow_probe", moor.defineWorkflowTool {
+  description = "Reports whether it got a task argument.",
+  inputSchema = s.object {},
+  execute = function(_, _, task) third.flow = task == nil and "none" or task.taskId; return "ok" end,
+})
+register("tk_task_probe", moor.defineWorkflowTool {
+  description = "Returns its task argument's id.",
+  inputSchema = s.object {},
+  task = function(_, _, task) return { taskId = task.taskId } end,
+})
+
+register("tk_projected", moor.defineWorkflowTool {
+  description = "A result with a projection for the model.",
+  inputSchema = s.object {},
+  task = function() return { secret = "s3cret", summary = "all green" } end,
+  toModelOutput = function(out) return moor.toolOutput.text("Summary: " .. out.summary) end,
+})
+
+register("tk_confirm", moor.defineWorkflowTool {
+  description = "An execute call that asks (the turn waits on it).",
+  inputSchema = s.object {},
+  execute = function(_, ctx)
+    local a = ctx.ask { prompt = "Confirm?", options = { { id = "y", label = "Y" }, { id = "n", label = "N" } } }
+    return { status = a.status, aborted = ctx.abortSignal.aborted }
+  end,
+})
+
+local bg_aborted
+register("tk_bg_long", moor.defineTool {
+  execution = "background",
+  description = "Works in a step for a while.",
+  inputSchema = s.object {},
+  execute = function(_, ctx)
+    bg_aborted = ctx.abortSignal
+    engine.io(function(resume) core.after(400, resume) end)
+    return "finished"
+  end,
+})
+
 -- The cleanup steps recorded in a run's log.
 local function cleanup_records(run_id)
   local n = 0
@@ -717,6 +762,129 @@ describe("task tools", function()
       end
       assert.are.equal(2, cleanups)
       assert.are.equal(0, #kinds(t.events(c.sessionId), "task.result"))
+    end)
+  end)
+
+  describe("more", function()
+    it("gives the task argument only to task-lifetime bodies", function()
+      third = {}
+      local log = {}
+      local c = t.converse(agent_of(log, function(n)
+        if n == 1 then
+          return { toolCalls = { { name = "tk_plain_probe", input = {} }, { name = "tk_flow_probe", input = {} },
+            { name = "tk_task_probe", input = {} } } }
+        end
+        return "ok"
+      end), { "probe" })
+      assert.are.same({ plain = "none", flow = "none" }, third)
+      local id = kinds(c.events, "task.started")[1].taskId
+      assert.are.same({ taskId = id }, kinds(c.events, "task.settled")[1].output)
+      local results = kinds(c.events, "action.result")
+      local receipt
+      for _, r in ipairs(results) do if r.toolName == "tk_task_probe" then receipt = r.output end end
+      assert.are.same({ status = "working", taskId = id }, receipt)
+    end)
+
+    it("shows the model toModelOutput's projection of a result", function()
+      local log = {}
+      local c = t.converse(agent_of(log, function(n)
+        if n == 1 then return { toolCalls = { { name = "tk_projected", input = {} } } } end
+        return "ok"
+      end), { "project" })
+      local res = find(log[#log], "user", "<task_result")
+      assert.are.equal(1, #res)
+      assert.matches('status="completed">\nSummary: all green\n</task_result>$', res[1].content)
+      assert.is_nil(res[1].content:find("s3cret", 1, true))
+      assert.are.equal("s3cret", kinds(c.events, "task.settled")[1].output.secret)
+    end)
+
+    it("a steer aborts a sibling execute call and withdraws its question, never the task's", function()
+      local log = {}
+      local agent = agent_of(log, function(n)
+        if n == 1 then
+          return { toolCalls = { { name = "tk_approve", input = {} }, { name = "tk_confirm", input = {} } } }
+        end
+        return "ok " .. n
+      end)
+      local c = t.converse(agent, { "both" })
+      local task = kinds(c.events, "task.started")[1]
+      assert.are.equal(2, #t.inputs(c.sessionId))
+      with_agent(agent, function()
+        send(c.sessionId, { message = "change of plan" })
+        local left = t.inputs(c.sessionId)
+        assert.are.equal(1, #left)
+        assert.are.equal(task.runId, left[1].runId)
+        local confirm = find(log[#log], "tool")
+        assert.are.equal('{"aborted":true,"status":"cancelled"}', confirm[#confirm].content)
+        assert.are.equal(1, #find(log[#log], "user", "change of plan"))
+        send(c.sessionId, { inputResponses = { { requestId = left[1].requestId, optionId = "hold" } } })
+      end)
+      local res = find(log[#log], "user", "<task_result")
+      assert.matches('{"aborted":false,"answer":"hold","status":"answered"}', res[1].content, 1, true)
+    end)
+
+    it("a queue message waits for the held turn", function()
+      local log = {}
+      local agent = agent_of(log, function(n)
+        if n == 1 then return { toolCalls = { { name = "tk_approve", input = {} } } } end
+        return "ok " .. n
+      end)
+      local c = t.converse(agent, { "ship" })
+      local calls = #log
+      with_agent(agent, function()
+        send(c.sessionId, { message = "then summarize", turnPolicy = "queue" })
+        assert.are.equal(calls, #log) -- the held turn goes on waiting; the model is not called
+        local q = t.inputs(c.sessionId)
+        assert.are.equal(1, #q)
+        send(c.sessionId, { inputResponses = { { requestId = q[1].requestId, optionId = "ship" } } })
+      end)
+      local evs = t.events(c.sessionId)
+      local turns = kinds(evs, "turn.started")
+      assert.are.equal(2, #turns)
+      local last = log[#log]
+      assert.are.same({ role = "user", content = "then summarize" }, last[#last])
+      -- the first turn read the result before the queued message's turn began
+      assert.are.equal("turn_1", kinds(evs, "task.result")[1].turnId)
+    end)
+
+    it("cancels a background tool in its step: signal aborted, run cancelled, no result", function()
+      bg_aborted = nil
+      local log = {}
+      local c = t.converse(agent_of(log, function(n, messages)
+        if n == 1 then return { toolCalls = { { name = "tk_bg_long", input = {} } } } end
+        if n == 2 then
+          local id = find(messages, "tool")[1].content:match("task (%S+)%. ")
+          return { toolCalls = { { name = "moor__task_cancel", input = { taskId = id } } } }
+        end
+        return "stopped"
+      end), { "go" })
+      local task = kinds(c.events, "task.started")[1]
+      assert.are.equal("Stopped " .. task.taskId .. "; it won't report back.", find(log[3], "tool")[2].content)
+      assert.is_true(wait_until(function() return engine.run_status(task.runId) ~= "running" end))
+      assert.are.equal("cancelled", engine.run_status(task.runId))
+      assert.is_true(bg_aborted.aborted) -- the signal the step was given
+      t.drive(c.sessionId)
+      assert.are.equal(0, #kinds(t.events(c.sessionId), "task.result"))
+      for _, messages in ipairs(log) do assert.are.equal(0, #find(messages, "user", "<task_result")) end
+    end)
+
+    it("ends moor__task_wait when the only working task is cancelled from outside", function()
+      local log = {}
+      local agent = agent_of(log, function(n)
+        if n == 1 then return { toolCalls = { { name = "tk_park", input = {} } } } end
+        if n == 2 then return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 3600 } } } } end
+        return "ok"
+      end)
+      local c = t.converse(agent, { "go" })
+      assert.are.equal(2, #log)
+      local task = kinds(c.events, "task.started")[1]
+      assert.is_true(t.cancel(task.runId)) -- as POST /v1/runs/{id}/cancel would
+      t.drive(c.sessionId)
+      assert.are.equal(3, #log)
+      local m = find(log[3], "tool")
+      assert.are.equal("No tasks are working.", m[#m].content)
+      assert.are.equal(0, #find(log[3], "user", "<task_result"))
+      assert.are.equal(1, #kinds(t.events(c.sessionId), "turn.completed"))
     end)
   end)
 end)
