@@ -370,8 +370,12 @@ describe("task tools", function()
         order[#order + 1] = e.kind .. ":" .. tostring(e.payload.turnId)
       end
     end
-    assert.are.same({ "turn.started:turn_1", "turn.held:turn_1", "task.result:turn_1", "message.completed:turn_1",
-      "turn.completed:turn_1" }, order)
+    -- what the model said while the task worked reached the person at once
+    assert.are.same({ "turn.started:turn_1", "message.completed:turn_1", "turn.held:turn_1", "task.result:turn_1",
+      "message.completed:turn_1", "turn.completed:turn_1" }, order)
+    local said = {}
+    for _, m in ipairs(c.transcript) do said[#said + 1] = m.role .. ":" .. m.text end
+    assert.are.same({ "user:deploy api", "assistant:Deploying.", "assistant:Deployed." }, said)
     local held = kinds(c.events, "turn.held")[1]
     assert.matches("^tk_deploy%-" .. ID6 .. "$", held.taskIds[1])
     assert.are.equal("Deployed.", c.transcript[#c.transcript].text)
