@@ -557,8 +557,11 @@ describe("task tools", function()
         local settled = kinds(evs, "task.settled")
         assert.are.equal(1, #settled)
         assert.are.equal("cancelled", settled[1].status)
-        -- a second cancel names a finished task
+        -- a replay of the session neither cancels again nor runs the cleanup again
+        with_agent(agent, function() t.restart(c.sessionId) end)
+        assert.are.equal("running", engine.run_status(c.sessionId))
         assert.are.equal(1, cleanups)
+        assert.are.equal(1, cleanup_records(started.runId))
       end)
     end
   end)
@@ -889,6 +892,74 @@ describe("task tools", function()
       assert.are.equal("No tasks are working.", m[#m].content)
       assert.are.equal(0, #find(log[3], "user", "<task_result"))
       assert.are.equal(1, #kinds(t.events(c.sessionId), "turn.completed"))
+    end)
+  end)
+
+  describe("restarts and finished tasks", function()
+    it("a session restarted while it waits in moor__task_wait still gets the result", function()
+      local log = {}
+      local agent = agent_of(log, function(n)
+        if n == 1 then return { toolCalls = { { name = "tk_deploy", input = { service = "w", ms = 300 } } } } end
+        if n == 2 then return { toolCalls = { { name = "moor__task_wait", input = { timeoutSeconds = 3600 } } } } end
+        return "ok " .. n
+      end)
+      local id = assert(session.create())
+      with_agent(agent, function()
+        assert(session.send(id, { message = "go" }))
+        assert.is_true(wait_until(function() return #log == 2 end))
+        wait_until(function() return false end, 50) -- (the wait parks)
+        t.restart(id)
+        t.drive(id)
+      end)
+      local task_id = kinds(t.events(id), "task.started")[1].taskId
+      assert.are.equal(3, #log)
+      local m = find(log[3], "tool")
+      assert.are.equal(task_id .. " completed; its result follows. No other tasks are working.", m[#m].content)
+      assert.are.equal(1, #find(log[3], "user", '<task_result id="' .. task_id .. '"'))
+      assert.are.equal(1, #kinds(t.events(id), "task.result"))
+    end)
+
+    it("refuses moor__task_cancel of a finished task with UNKNOWN_TASK", function()
+      local log = {}
+      t.converse(agent_of(log, function(n, messages)
+        if n == 1 then return { toolCalls = { { name = "tk_deploy", input = { service = "f", ms = 5 } } } } end
+        if n == 2 then return "waiting" end
+        if n == 3 then
+          local id = find(messages, "tool")[1].content:match("task (%S+)%. ")
+          return { toolCalls = { { name = "moor__task_cancel", input = { taskId = id } } } }
+        end
+        return "ok"
+      end), { "go" })
+      local m = find(log[4], "tool")
+      assert.is_true(m[#m].isError)
+      assert.matches("^UNKNOWN_TASK: ", m[#m].content)
+    end)
+
+    it("replays the limit of 32 the same way, and frees a slot when a task ends", function()
+      local log = {}
+      local calls = {}
+      for i = 1, conf.MAX_TASKS do calls[i] = { name = "tk_park", input = {} } end
+      calls[#calls] = { name = "tk_deploy", input = { service = "x", ms = 5 } }
+      calls[#calls + 1] = { name = "tk_park", input = {} } -- the 33rd: refused
+      local agent = agent_of(log, function(n)
+        if n == 1 then return { toolCalls = calls } end
+        if n == 3 then return { toolCalls = { { name = "tk_park", input = {} } } } end -- the slot tk_deploy freed
+        return "waiting " .. n
+      end)
+      local c = t.converse(agent, { "many" })
+      local refused = 0
+      for _, m in ipairs(find(log[2], "tool")) do if m.isError then refused = refused + 1 end end
+      assert.are.equal(1, refused)
+      assert.matches("^Started task tk_park%-", find(log[4], "tool")[#find(log[4], "tool")].content)
+      local before = #kinds(t.events(c.sessionId), "task.started")
+      assert.are.equal(conf.MAX_TASKS + 1, before)
+      with_agent(agent, function()
+        t.restart(c.sessionId)
+        assert.are.equal("running", engine.run_status(c.sessionId)) -- replayed without a NonDeterminism
+      end)
+      assert.are.equal(before, #kinds(t.events(c.sessionId), "task.started"))
+      assert.is_true(t.cancel(c.sessionId))
+      t.drive(c.sessionId)
     end)
   end)
 end)
