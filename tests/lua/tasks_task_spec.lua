@@ -378,6 +378,11 @@ describe("task tools", function()
     assert.are.same({ "user:deploy api", "assistant:Deploying.", "assistant:Deployed." }, said)
     local held = kinds(c.events, "turn.held")[1]
     assert.matches("^tk_deploy%-" .. ID6 .. "$", held.taskIds[1])
+    -- the [Tasks] note, whenever its listing changes
+    local tid = held.taskIds[1]
+    assert.are.equal(1, #find(log[2], "user", "[Tasks]\nWorking: " .. tid .. " (tk_deploy)"))
+    assert.are.equal(1, #find(log[3], "user", "[Tasks]\nWorking: "))
+    assert.are.equal(1, #find(log[3], "user", "[Tasks]\nNo tasks are working."))
     assert.are.equal("Deployed.", c.transcript[#c.transcript].text)
   end)
 
