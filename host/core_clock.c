@@ -19,14 +19,18 @@ static int l_mono(lua_State *L) {
   return 1;
 }
 
-static void on_wait_timer(uv_timer_t *t) { (void)t; }
+/* The wait is over: stop the loop, so uv_run(UV_RUN_ONCE) does not go on to
+ * block in its poll until the next timer or I/O (which may be far off). */
+static void on_wait_timer(uv_timer_t *t) { uv_stop(t->loop); }
 
 /* wait(ms): block the loop up to ms (for moor.testing, which drives the
- * engine from a spec rather than from moor_run). */
+ * engine from a spec rather than from moor_run). The loop's cached time is
+ * refreshed first: a stale one would make the timer due at once. */
 static int l_wait(lua_State *L) {
   moor *m = moor__self(L);
   lua_Integer ms = luaL_checkinteger(L, 1);
   if (ms < 0) ms = 0;
+  uv_update_time(&m->loop);
   uv_timer_start(&m->timer, on_wait_timer, (uint64_t)ms, 0);
   uv_run(&m->loop, UV_RUN_ONCE);
   uv_timer_stop(&m->timer);

@@ -146,17 +146,18 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     else
       transcript[#transcript + 1] = { role = "assistant", content = m.content }
       -- No turn ends while a task of it works: it waits, then the model
-      -- reads the results (a steering message also calls it again). What
-      -- the model said meanwhile reaches the person now.
-      local holding = tasks:working_in(turn_id) or tasks:pending(turn_id)
-      if holding then
-        engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
+      -- reads the results (a steering message also calls it again).
+      local held = tasks:working_in(turn_id) or tasks:pending(turn_id)
+      if held and m.content ~= nil and m.content ~= "" then
+        -- What the model says while a task works reaches the person now,
+        -- not after the task (seed 000: the conversation continues).
+        engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content,
           usage = res.usage })
       end
-      local again = holding and hold(tasks, state, turn_id)
+      local again = held and hold(tasks, state, turn_id)
       if state.cancel_turn then return cancelled(step) end
       if not again then
-        if not holding then
+        if not (held and m.content ~= nil and m.content ~= "") then
           engine.publish("message.completed", { turnId = turn_id, role = "assistant", text = m.content or "",
             usage = res.usage })
         end

@@ -87,9 +87,13 @@ function Tasks:call(call, tool, registered, turn_id)
   local id
   repeat id = engine.task_id(call.name, math.random) until not self.byid[id] -- (math.random: the run's, replayed)
   local kind = kind_of(tool)
+  -- The slot is taken before the start parks: the calls of one model step
+  -- run as concurrent branches, and each checks the limit above.
+  self.nworking = self.nworking + 1
   local ok, started = engine.op("child", registered, { tool = registered, input = input, callId = call.id,
     session = { id = self.session_id, turnId = turn_id, taskId = id, inbox = self.inbox },
     setup = kind == "serve" and serve.calls_setup or nil })
+  self.nworking = self.nworking - 1
   if not ok then error(started, 0) end
   if started.error then return nil, started.error.code or "Error", started.error.message end
   local t = { id = id, name = call.name, registered = registered, kind = kind, runId = started.runId, status = "idle",
@@ -178,8 +182,12 @@ function Tasks:on_event(ev)
   elseif ev.kind == "settled" then
     local status = ev.status
     if status == "cancelled" then
-      -- Cancelled work never reports (its calls still settle, as cancelled).
+      -- Cancelled work never reports (its calls still settle, as cancelled);
+      -- a moor__task_wait learns that one task fewer works.
       self:settle_calls(t, nil, "cancelled", nil, ev.error)
+      self:set_status(t, "finished")
+      self:wake()
+      return false
     elseif t.kind ~= "serve" or #t.calls > 0 then
       local e = status ~= "completed" and (type(ev.error) == "table" and ev.error or { message = "the task failed" })
         or nil
@@ -305,13 +313,20 @@ function Tasks:wait(timeout_ms, signal)
   end
   if #self.results == 0 and #self.messages == 0 then
     if self.nworking == 0 then return text.wait_text("none", {}) end
-    local futures = { self.changed, flow.timer(timeout_ms) }
-    if signal then futures[3] = signal end
-    local _, idx = flow.race(futures)
-    if idx == 2 then
-      return text.wait_text("timeout", { working = self:working_ids(), elapsed_ms = r.now - started })
-    elseif idx == 3 then
-      return text.wait_text("message", { working = self:working_ids(), elapsed_ms = r.now - started })
+    local timer = flow.timer(timeout_ms)
+    while true do
+      local futures = { self.changed, timer }
+      if signal then futures[3] = signal end
+      local _, idx = flow.race(futures)
+      if idx == 2 then
+        return text.wait_text("timeout", { working = self:working_ids(), elapsed_ms = r.now - started })
+      elseif idx == 3 then
+        return text.wait_text("message", { working = self:working_ids(), elapsed_ms = r.now - started })
+      end
+      if #self.results > 0 or #self.messages > 0 then break end
+      -- A task stopped without a result (cancelled from outside): wait on
+      -- for the others, unless none is left.
+      if self.nworking == 0 then return text.wait_text("none", {}) end
     end
   end
   local list = ready()
