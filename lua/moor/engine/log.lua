@@ -17,7 +17,7 @@ local now_ms = core.now
 -- Log kinds that carry an op's result, and the op kind each event belongs to.
 M.COMPLETIONS = { ["step.result"] = true, ["step.error"] = true, ["timer.fired"] = true,
                   ["input.resolved"] = true, ["hook.created"] = true, ["hook.received"] = true,
-                  ["child.started"] = true, ["child.settled"] = true }
+                  ["child.started"] = true, ["child.settled"] = true, ["hook.polled"] = true }
 M.OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] = "step",
              ["step.started"] = "step", ["hook.waiting"] = "hook.await", ["child.waiting"] = "child.await",
              ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
