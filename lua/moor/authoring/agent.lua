@@ -71,10 +71,14 @@ function M.agent_handle(name, ctx)
       if started.error then error(errors.new("AgentError", started.error.message), 2) end
       self.sessionId = started.runId
       -- On this run's stream and (mirrored) its session's, so a client can
-      -- follow the child. (taskId comes with tasks.)
+      -- follow the child: the call being served (a serve task's latest) and,
+      -- when the run is a task, its id.
       local s = ctx.session or {}
+      local run = engine.current()
+      local task = run and run.session
       engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId,
-        turnId = s.turnId, streamPath = "/v1/sessions/" .. started.runId .. "/stream" })
+        turnId = s.turnId, taskId = task and task.taskId,
+        streamPath = "/v1/sessions/" .. started.runId .. "/stream" })
     end
     local reply = world.createHook()
     local inbox = inbox_token(self.sessionId)

@@ -140,7 +140,8 @@ function M._ctx(f)
         signals[#signals + 1] = opts.signal
       end
     end
-    local ok, v = engine.op("ask", "ask", { request = clean, signals = signals })
+    -- (callId: the call the body serves, which a serve body's receive() moves on)
+    local ok, v = engine.op("ask", "ask", { request = clean, signals = signals, callId = ctx.callId })
     if not ok then error(v, 0) end
     return v
   end
