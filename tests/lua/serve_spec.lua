@@ -6,6 +6,7 @@ local moor = require "moor"
 local engine = require "moor.engine"
 local conf = require "moor.conf"
 local core = require "moor.core"
+local json = require "moor.json"
 local loader = require "moor.loader"
 local tasktext = require "moor.session.tasktext"
 local t = moor.testing
@@ -732,14 +733,22 @@ describe("agent tools are serve tools", function()
       engine.tools.worker, engine.tools.long_job = nil, nil
     end)
 
-  it("adds the root copy `agent` for a loaded root agent; a session of the copy does not offer it again",
-    function()
+  it("adds the root copy `agent` for a loaded root agent; a session of the copy does not offer it again, nor "
+    .. "reach it through ctx.agent or list it in ctx.agents", function()
       local dir = os.tmpname()
       os.remove(dir)
-      assert(os.execute("mkdir -p " .. dir))
+      assert(os.execute("mkdir -p " .. dir .. "/tools"))
       local f = assert(io.open(dir .. "/agent.lua", "w"))
       f:write('local moor = require "moor"\n'
         .. 'return moor.defineAgent { model = moor.testing.script { "hi" }, instructions = "x" }\n')
+      f:close()
+      f = assert(io.open(dir .. "/tools/probe.lua", "w"))
+      f:write('local moor = require "moor"\n'
+        .. 'return moor.defineWorkflowTool { description = "probe", inputSchema = moor.schema.object {},\n'
+        .. '  execute = function(_, ctx)\n'
+        .. '    local ok, err = pcall(function() return ctx.agent("agent"):send("again"):result() end)\n'
+        .. '    return { listed = ctx.agents.agent ~= nil, ok = ok, code = not ok and err.code or nil }\n'
+        .. '  end }\n')
       f:close()
       local saved_tools, saved_agent, saved_agents, saved_path = {}, engine.agent, engine.agents, package.path
       for k, v in pairs(engine.tools) do saved_tools[k] = v end
@@ -747,24 +756,34 @@ describe("agent tools are serve tools", function()
         assert(loader.load(dir, engine))
         local root = engine.agent
         assert.are.equal("serve", engine.tools.agent.entry)
-        local root_tools, copy_tools, results
+        local root_tools, copy_tools, results, probed
         root.model = t.script(function(turn)
           local names = {}
           for _, tl in ipairs(turn.tools) do names[tl.name] = true end
+          local m = last(turn)
           if not names.agent then -- the copy
             copy_tools = names
+            if is_user(m, "do it") then return call("probe", {}) end
+            if m.role == "tool" then probed = json.decode(m.content) end
             return "copy did it"
           end
           root_tools = names
-          if is_user(last(turn), "delegate") then return call("agent", { message = "do it" }) end
+          if is_user(m, "delegate") then return call("agent", { message = "do it" }) end
           results = results_in(turn.messages)
           return "ok"
         end)
-        t.converse(root, { "delegate" })
+        local c = t.converse(root, { "delegate" })
         assert.is_true(root_tools.agent)
         assert.is_table(copy_tools)
         assert.is_nil(copy_tools.agent)
+        assert.is_true(copy_tools.probe)
         assert.truthy(table.concat(results, "\n"):find("copy did it", 1, true))
+        assert.are.same({ listed = false, ok = false, code = "UnknownAgent" }, probed)
+        assert.are.equal(1, #kinds(c.events, "agent.started")) -- no second copy
+        -- a workflow of the root session does list and reach it
+        local listed = t.call(moor.defineWorkflowTool { description = "x", inputSchema = s.object {},
+          execute = function(_, ctx) return ctx.agents.agent ~= nil end }, {})
+        assert.is_true(listed)
       end)
       for k in pairs(engine.tools) do engine.tools[k] = nil end
       for k, v in pairs(saved_tools) do engine.tools[k] = v end

@@ -125,7 +125,7 @@ function M._ctx(f)
     if type(name) ~= "string" then error("ctx.agent needs an agent name", 2) end
     return agent.agent_handle(name, ctx)
   end
-  ctx.agents = agent.agents_snapshot()
+  ctx.agents = agent.agents_snapshot(rawget(f, "session"))
   --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
   --   | { status = "cancelled" } | { status = "unavailable" }
   ctx.ask = function(request, opts)
