@@ -8,7 +8,10 @@
 -- step) and withdraws their questions without aborting their signal. One
 -- abort signal per stretch of work: a cancel (the session's, on the hook)
 -- aborts it, leaves the task idle, and ends a body that does not come back to
--- receive() within the cancel grace (30 s).
+-- receive() within the cancel grace (30 s). The session's end (a cancel of
+-- the run) aborts the stretch and rejects a pending receive(). Called on its
+-- own (moor call: no session, so no later calls), the first reply is the
+-- run's result.
 local engine = require "moor.engine"
 local store = require "moor.store"
 local core = require "moor.core"
@@ -137,9 +140,11 @@ function M.body(serve_fn)
       -- Called on its own, the task has no one to send it more calls: its
       -- first reply is the run's result, given back once the body is here.
       if not inbox and replied then error(FINISHED, 0) end
+      -- The session ended (this run is cancelled): no more calls, even kept ones.
+      if ended ~= nil then error(ended, 0) end
+      if run.cancelling then error(errors.Cancelled("the run was cancelled"), 0) end
       receives = receives + 1
       if #queue > 0 then return hand_out(table.remove(queue, 1)) end
-      if ended ~= nil then error(ended, 0) end
       if not pending then pending = { f = signals.new() } end
       local p = pending
       in_receive = true
