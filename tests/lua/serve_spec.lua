@@ -114,6 +114,7 @@ describe("serve", function()
     local reqs = {}
     for i, g in ipairs(got) do reqs[i] = g.input.request end
     assert.are.same({ "one", "two", "three" }, reqs)
+    assert.are.same({ request = "two" }, got[2].input) -- (taskId is moor's, not the body's)
     -- each call's callId is the model's
     local started = kinds(c.events, "action.started")
     for i = 1, 3 do assert.are.equal(started[i].callId, got[i].callId) end
@@ -188,6 +189,11 @@ describe("serve", function()
       -- the body returned: the task is finished
       assert.is_true(seen[7].isError)
       assert.are.equal("UNKNOWN_TASK: " .. tasktext.unknown_task(id, name), seen[7].content)
+      -- an inputSchema with its own taskId is refused at load
+      local ok, err = pcall(moor.defineWorkflowTool, { description = "x",
+        inputSchema = s.object { taskId = s.string() }, serve = function() end })
+      assert.is_false(ok)
+      assert.truthy(tostring(err.message or err):find("must not declare taskId", 1, true))
     end)
 
   it("is continued by taskId in a later turn; calls that arrive while it works are settled by one reply; ctx "
@@ -329,7 +335,13 @@ describe("serve", function()
       local id = task_id(turn.messages, name)
       if is_user(m, "go") then return call(name, { request = "slow" }) end
       if m.role == "tool" then seen[#seen + 1] = m.content end
-      if m.role == "tool" and m.content:find("^Started task") then return call("moor__task_cancel", { taskId = id }) end
+      -- a second call of the stretch, kept while the body works on the first
+      if m.role == "tool" and m.content:find("^Started task") then
+        return call(name, { taskId = id, request = "slow too" })
+      end
+      if m.role == "tool" and m.content:find("^Sent to task") and #seen == 2 then
+        return call("moor__task_cancel", { taskId = id })
+      end
       if is_user(m, "stop again") then return call("moor__task_cancel", { taskId = id }) end
       if m.role == "tool" and m.content:find("no work to stop", 1, true) then
         return call(name, { taskId = id, request = "quick" })
@@ -338,16 +350,21 @@ describe("serve", function()
     end) }
     local c = t.converse(agent, { "go", "stop again" })
     local id = kinds(c.events, "task.started")[1].taskId
-    assert.are.equal(("Stopped %s; it won't report back."):format(id), seen[2])
-    assert.are.equal(("%s had no work to stop."):format(id), seen[3])
-    assert.are.equal(("Sent to task %s. Its reply will arrive in a <task_result> message."):format(id), seen[4])
+    assert.are.equal(("Stopped %s; it won't report back."):format(id), seen[3])
+    assert.are.equal(("%s had no work to stop."):format(id), seen[4])
+    assert.are.equal(("Sent to task %s. Its reply will arrive in a <task_result> message."):format(id), seen[5])
+    -- the kept call was settled by the cancel: the body never gets it
     assert.are.equal(2, #got)
+    assert.are.same({ "slow", "quick" }, { got[1].input.request, got[2].input.request })
     assert.is_true(got[1].abortSignal.aborted)
     assert.is_false(rawequal(got[1].abortSignal, got[2].abortSignal))
     assert.is_false(got[2].abortSignal.aborted)
     local settled = kinds(c.events, "task.settled")
-    assert.are.same({ "cancelled", "completed" }, { settled[1].status, settled[2].status })
-    assert.are.equal("finished quick", settled[2].output)
+    local started = kinds(c.events, "action.started")
+    assert.are.same({ "cancelled", "cancelled", "completed" }, { settled[1].status, settled[2].status,
+      settled[3].status })
+    assert.are.same({ started[1].callId, started[2].callId }, { settled[1].callId, settled[2].callId })
+    assert.are.equal("finished quick", settled[3].output)
     -- cancelled work never reports: one result, the quick one
     local results = kinds(c.events, "task.result")
     assert.are.equal(1, #results)
@@ -663,7 +680,11 @@ describe("agent tools are serve tools", function()
       return "ok"
     end) }
     support.with_agents(boss, { helper = helper }, function()
-      local c = t.converse(boss, { "ask", "follow up" })
+      local c = t.converse(boss, { "ask" })
+      -- the task's run is replayed from its log: it keeps its child session
+      local run = kinds(c.events, "task.started")[1].runId
+      assert.is_nil((t.restart(run)))
+      c = t.converse(boss, { "follow up" }, { sessionId = c.sessionId })
       local as = kinds(c.events, "agent.started")
       assert.are.equal(1, #as) -- one child session for the task
       local child = as[1].sessionId
