@@ -8,6 +8,7 @@ local engine = require "moor.engine"
 local store = require "moor.store"
 local core = require "moor.core"
 local errors = require "moor.errors"
+local json = require "moor.json"
 local signals = require "moor.signal"
 local flow = require "moor.authoring.flow"
 local world = require "moor.authoring.world"
@@ -43,6 +44,19 @@ local function agent_named(name)
 end
 M.agent_named = agent_named
 
+-- The root-copy target `agent` is offered only to a top-level root context
+-- (seed 000): not to a run of a session held by a copy of the root or by a
+-- declared subagent, whose session input names its agent (the root's names
+-- none). session: a run's ctx.session ({ id?, turnId? }) or nil.
+local function without_root_copy(session)
+  local id = type(session) == "table" and session.id
+  if not id then return false end
+  local row = store.run(id)
+  local input = row and row.tool == M.TOOL and json.decode(row.input or "")
+  return type(input) == "table" and input.agent ~= nil
+end
+M.without_root_copy = without_root_copy
+
 --- ctx.agent(name) for a workflow body: a session handle. handle:send(message,
 -- { outputSchema?, signal? }) returns a response; response:result() parks
 -- until that message's turn ends and gives { data, message, status, error }.
@@ -62,6 +76,10 @@ function M.agent_handle(name, ctx)
     if type(message) ~= "string" or message == "" then error("send needs a message (a non-empty string)", 2) end
     opts = opts or {}
     if not self.sessionId then
+      if name == "agent" and agent_named(name) and without_root_copy(ctx.session) then
+        error(errors.new("UnknownAgent", "'agent' (a copy of the root agent) is offered only to the root agent's "
+          .. "own session, not to a copy or a subagent; ctx.agents lists the callable ones"), 2)
+      end
       if not agent_named(name) then
         error(errors.new("UnknownAgent", ("unknown agent '%s'; ctx.agents lists the callable ones"):format(name)), 2)
       end
@@ -71,11 +89,13 @@ function M.agent_handle(name, ctx)
       if started.error then error(errors.new("AgentError", started.error.message), 2) end
       self.sessionId = started.runId
       -- On this run's stream and (mirrored) its session's, so a client can
-      -- follow the child; with the task's id when the run is a task.
+      -- follow the child: the call being served (a serve task's latest) and,
+      -- when the run is a task, its id.
       local s = ctx.session or {}
       local run = engine.current()
+      local task = run and run.session
       engine.publish("agent.started", { name = name, sessionId = started.runId, callId = ctx.callId,
-        turnId = s.turnId, taskId = run and run.session and run.session.taskId or nil,
+        turnId = s.turnId, taskId = task and task.taskId,
         streamPath = "/v1/sessions/" .. started.runId .. "/stream" })
     end
     local reply = world.createHook()
@@ -99,11 +119,12 @@ end
 
 --- ctx.agents: the callable agents by name, hidden ones included:
 -- { agent = { name, description, hidden }, researcher = {...}, ... }.
--- ctx.agents.agent (a copy of the root) always exists; its description is
--- "" when agent.lua has none.
-function M.agents_snapshot()
+-- ctx.agents.agent (a copy of the root) exists in a top-level root context
+-- (session: the run's ctx.session); its description is "" when agent.lua
+-- has none.
+function M.agents_snapshot(session)
   local out = {}
-  if engine.agent then
+  if engine.agent and not without_root_copy(session) then
     out.agent = { name = "agent", description = engine.agent.description or "", hidden = false }
   end
   for name, a in pairs(engine.agents or {}) do

@@ -125,7 +125,7 @@ function M._ctx(f)
     if type(name) ~= "string" then error("ctx.agent needs an agent name", 2) end
     return agent.agent_handle(name, ctx)
   end
-  ctx.agents = agent.agents_snapshot()
+  ctx.agents = agent.agents_snapshot(rawget(f, "session"))
   --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
   --   | { status = "cancelled" } | { status = "unavailable" }
   ctx.ask = function(request, opts)
@@ -140,7 +140,8 @@ function M._ctx(f)
         signals[#signals + 1] = opts.signal
       end
     end
-    local ok, v = engine.op("ask", "ask", { request = clean, signals = signals })
+    -- (callId: the call the body serves, which a serve body's receive() moves on)
+    local ok, v = engine.op("ask", "ask", { request = clean, signals = signals, callId = ctx.callId })
     if not ok then error(v, 0) end
     return v
   end

@@ -114,8 +114,9 @@ function M.start_ask(r, n, spec, rec)
   r.asks[n] = { requestId = id }
   if not rec then
     local text = encode(spec.request)
-    append(r, n, "input.requested", "ask", encode({ requestId = id, runId = r.id, callId = r.call_id,
-      toolName = r.tool_name, request = spec.request }))
+    -- (spec.callId: the call a serve body is serving, seed 000 "Resumable tasks")
+    append(r, n, "input.requested", "ask", encode({ requestId = id, runId = r.id,
+      callId = spec.callId or r.call_id, toolName = r.tool_name, request = spec.request }))
     store.insert_input(id, r.id, n, text, now_ms())
     r.recorded[n] = { kind = "ask", name = "ask" }
   end
@@ -361,8 +362,9 @@ end
 function M.deliver(token, request, via)
   local h = store.hook(token)
   if not h or h.closed ~= 0 or (via and h.kind ~= via)
-      -- a session's inbox (authoring/agent.lua): reached through /v1/sessions only
-      or (via and token == "session-" .. h.run_id) then
+      -- a session's inbox (authoring/agent.lua): reached through /v1/sessions only;
+      -- a serve task's calls (authoring/serve.lua): through its session only
+      or (via and (token == "session-" .. h.run_id or token == "task-" .. h.run_id)) then
     -- The same answer for unknown, closed and refused tokens reveals nothing.
     return fail("not_found", "no open hook or webhook has this token")
   end
