@@ -90,6 +90,11 @@ function M.load_run(row)
   local r = runs.new_run(row, tool)
   local n, last_seq, ops, kinds, names, payloads, times = store.read_log(row.id)
   if not n then return nil, last_seq end
+  -- (before a missing tool fails the run: a task's end still reaches its session)
+  if kinds[1] == "run.started" and payloads[1]:find('"session":', 1, true) then
+    local p = decode(payloads[1])
+    r.session = type(p) == "table" and type(p.session) == "table" and p.session or nil
+  end
   if not tool then
     r.seq = last_seq
     r.tool = { name = row.tool }
@@ -97,10 +102,6 @@ function M.load_run(row)
       ("tool '%s' is not in this build (no %s.lua under the agent's tools/), so run %s cannot resume"):format(
         row.tool, row.tool, row.id)))
     return r
-  end
-  if kinds[1] == "run.started" and payloads[1]:find('"session":', 1, true) then
-    local p = decode(payloads[1])
-    r.session = type(p) == "table" and type(p.session) == "table" and p.session or nil
   end
   local recorded, replay, nreplay, max_op, npub = r.recorded, r.replay, 0, 0, 0
   local OPKIND, COMPLETIONS = log.OPKIND, log.COMPLETIONS

@@ -175,7 +175,9 @@ function M.tasks(id)
     if r and r.status ~= "running" then
       t.status = r.status
     else
-      t.status = "idle"
+      -- (a task or background run with no call working was cancelled: it
+      -- is unwinding within its grace, never idle)
+      t.status = t.kind == "serve" and "idle" or "cancelled"
       for _, c in ipairs(t.calls) do if c.status == "working" then t.status = "working" end end
     end
   end

@@ -117,8 +117,18 @@ function Tasks:send(call, input, task_id, turn_id)
   if not t or t.status == "finished" or t.name ~= call.name or t.kind ~= "serve" then
     return unknown(task_id, call.name)
   end
-  if t.status == "idle" and self.nworking >= conf.MAX_TASKS then return too_many() end
-  if not post_step(serve.calls_token(t.runId), { call = { input = input, callId = call.id, turnId = turn_id } }) then
+  -- An idle task takes a slot before the send parks, as a new task does in
+  -- call (the calls of one model step run as concurrent branches); a second
+  -- send to the same idle task in that step needs none (t.slot).
+  local slot = false
+  if t.status == "idle" and not t.slot then
+    if self.nworking >= conf.MAX_TASKS then return too_many() end
+    slot, t.slot = true, true
+    self.nworking = self.nworking + 1
+  end
+  local posted = post_step(serve.calls_token(t.runId), { call = { input = input, callId = call.id, turnId = turn_id } })
+  if slot then t.slot, self.nworking = nil, self.nworking - 1 end
+  if not posted then
     return unknown(task_id, call.name) -- (its run ended; the report is on its way)
   end
   t.calls[#t.calls + 1] = { callId = call.id, turnId = turn_id }

@@ -150,6 +150,8 @@ local function session_body(input, ctx)
       -- next step, nothing is aborted, and the turn's outcome answers them.
       state.steers[#state.steers + 1] = d.message
       if d.replyTo then state.joined[#state.joined + 1] = d.replyTo end
+      -- A moor__task_wait ends for it too (a new message arrived).
+      for _, sig in ipairs(state.inline) do engine.abort(sig, "message") end
       return
     end
     steer_calls()
