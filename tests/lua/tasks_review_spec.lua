@@ -191,3 +191,69 @@ describe("tasks (review)", function()
     t.drive(c.sessionId)
   end)
 end)
+
+-- The session body's task table (moor.session.tasks), found among the
+-- locals of its parked coroutine.
+local function task_table(session_id)
+  local r = assert(require("moor.engine.state").runs[session_id], "the session is not in memory")
+  local co = r.main.co
+  for level = 0, 200 do
+    if not debug.getinfo(co, level, "f") then break end
+    for i = 1, 250 do
+      local name, v = debug.getlocal(co, level, i)
+      if name == nil then break end
+      if name == "state" and type(v) == "table" and type(v.tasks) == "table" and v.tasks.byid then return v.tasks end
+    end
+  end
+  error("no task table in session " .. session_id)
+end
+
+register("rv_quick", moor.defineTool {
+  execution = "background",
+  description = "Posts a message, then returns.", inputSchema = s.object {},
+  execute = function(_, _, task)
+    coroutine.yield(task.postMessage("halfway"))
+    return "done"
+  end,
+})
+
+describe("tasks (review): a long session", function()
+  it("keeps no finished task in its table", function()
+    local cancelled = {}
+    local agent = moor.defineAgent { instructions = "x", model = t.script(function(turn)
+      local last = turn.messages[#turn.messages]
+      if last.role == "user" and last.content:find("^go") then
+        return { toolCalls = { { name = "rv_quick", input = {} }, { name = "rv_park", input = {} } } }
+      end
+      local park
+      for _, m in ipairs(tool_messages(turn.messages)) do
+        local id = tostring(m.content):match("^Started task (rv_park%-%w+)%.")
+        if id and not cancelled[id] then park = id end
+      end
+      if park then
+        cancelled[park] = true
+        -- stop the parked one: a cancelled task finishes too
+        return { toolCalls = { { name = "moor__task_cancel", input = { taskId = park } } } }
+      end
+      return "ok"
+    end) }
+    local messages = {}
+    for i = 1, 5 do messages[i] = "go " .. i end
+    local c = t.converse(agent, messages)
+    local evs = t.events(c.sessionId)
+    local started, results = 0, 0
+    for _, e in ipairs(evs) do
+      if e.kind == "task.started" then started = started + 1 end
+      if e.kind == "task.result" then results = results + 1 end
+    end
+    assert.are.equal(10, started)
+    assert.is_true(results >= 5)
+    local tasks
+    with_agent(agent, function() tasks = task_table(c.sessionId) end)
+    assert.are.equal(0, tasks.nworking)
+    assert.are.same({}, tasks.order)
+    assert.is_nil(next(tasks.byid))
+    assert.is_true(t.cancel(c.sessionId))
+    t.drive(c.sessionId)
+  end)
+end)

@@ -40,7 +40,6 @@ function M.new(session_id, inbox, project)
     nworking = 0,
     results = {},           -- results not yet delivered: { taskId, name, status, output?, error?, turns }
     messages = {},          -- postMessage texts not yet delivered: { taskId, name, message }
-    seen = {},              -- delivery ids already taken (a step run again posts again)
     note = false,           -- the last [Tasks] note the model read
     used = 0,               -- a clock for "most recently used"
     changed = signals.new(), -- aborted (and replaced) when a result or a message arrives
@@ -61,6 +60,15 @@ function Tasks:set_status(t, status)
   if t.status == "working" then self.nworking = self.nworking - 1 end
   t.status = status
   if status == "working" then self.nworking = self.nworking + 1 end
+  if status == "finished" then
+    -- A finished task leaves the table, so a long session keeps only the
+    -- live ones: its id is unknown from now on (UNKNOWN_TASK, as for a
+    -- finished task) and what its run still sends is dropped (on_event).
+    self.byid[t.id] = nil
+    for i, id in ipairs(self.order) do
+      if id == t.id then table.remove(self.order, i); break end
+    end
+  end
 end
 
 function Tasks:wake()
@@ -97,7 +105,8 @@ function Tasks:call(call, tool, registered, turn_id)
   if not ok then error(started, 0) end
   if started.error then return nil, started.error.code or "Error", started.error.message end
   local t = { id = id, name = call.name, registered = registered, kind = kind, runId = started.runId, status = "idle",
-              calls = { { callId = call.id, turnId = turn_id } } }
+              calls = { { callId = call.id, turnId = turn_id } },
+              seen = {} } -- delivery ids already taken (a step run again posts again)
   self.byid[id] = t
   self.order[#self.order + 1] = id
   self:set_status(t, "working")
@@ -172,12 +181,12 @@ end
 -- true when it is a message that should wake an idle session.
 function Tasks:on_event(ev)
   if type(ev) ~= "table" then return false end
-  if ev.deliveryId ~= nil then
-    if self.seen[ev.deliveryId] then return false end
-    self.seen[ev.deliveryId] = true
-  end
   local t = self.byid[ev.taskId]
-  if not t or t.status == "finished" then return false end
+  if not t or t.status == "finished" or ev.runId ~= t.runId then return false end -- (runId: an id used again)
+  if ev.deliveryId ~= nil then
+    if t.seen[ev.deliveryId] then return false end
+    t.seen[ev.deliveryId] = true
+  end
   if ev.kind == "message" then
     if type(ev.message) ~= "string" then return false end
     self.messages[#self.messages + 1] = { taskId = t.id, name = t.name, message = ev.message }
@@ -371,9 +380,11 @@ end
 
 --- A failed or cancelled turn cancels the tasks working for it.
 function Tasks:cancel_turn(turn_id)
-  for _, id in ipairs(self.order) do
+  local ids = {} -- (a copy: a cancelled task leaves the table)
+  for i, id in ipairs(self.order) do ids[i] = id end
+  for _, id in ipairs(ids) do
     local t = self.byid[id]
-    if t.status == "working" then
+    if t and t.status == "working" then
       for _, c in ipairs(t.calls) do
         if c.turnId == turn_id then
           self:cancel(id)
