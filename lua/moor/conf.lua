@@ -39,7 +39,6 @@ M.CONTENT_WARN_BYTES = 3 * 1024 * 1024 -- content parts a tool sends the model a
 M.SESSION_DEPTH = 64                   -- parent links followed from a run to its outermost session
 M.MAX_TASKS = 32                       -- working tasks a session holds at once (seed 000: TOO_MANY_TASKS beyond)
 M.TASK_WAIT = 300000                   -- ms moor__task_wait waits when the model gives no timeoutSeconds
-M.TASK_WAIT_MAX = 86400                -- seconds moor__task_wait takes at most
 M.MAX_STEPS = 20                       -- model steps a session's turn takes when the agent sets no maxSteps
 
 -- model providers (lua/moor/providers/)

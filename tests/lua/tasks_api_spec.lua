@@ -50,3 +50,50 @@ describe("tasks through the API", function()
     assert.are.equal(tasktext.receipt(started.taskId), started.receipt)
   end)
 end)
+
+describe("tasks: odd input", function()
+  register("api_plan", moor.defineWorkflowTool {
+    description = "Plans.", inputSchema = s.object { request = s.string() },
+    serve = function(receive, ctx)
+      while true do
+        local call = receive()
+        ctx.reply("planned " .. call.input.request)
+      end
+    end,
+  })
+  register("api_chatty", moor.defineWorkflowTool {
+    description = "Posts a huge message.", inputSchema = s.object {},
+    task = function(_, _, task)
+      coroutine.yield(task.postMessage(("x"):rep(100) .. ("\n"):rep(3000)))
+      return "done"
+    end,
+  })
+
+  it("takes \"taskId\": null as no taskId (a new task), and clips a huge task message", function()
+    local seen = {}
+    local agent = moor.defineAgent { instructions = "x", model = t.script(function(turn)
+      seen[turn.n] = { table.unpack(turn.messages) }
+      if turn.n == 1 then
+        return { toolCalls = { { name = "api_plan", input = { request = "a", taskId = moor.json.null } },
+                               { name = "api_chatty", input = {} } } }
+      end
+      return "ok"
+    end) }
+    local c = t.converse(agent, { "go" })
+    local receipts, message = {}, nil
+    for _, turn in pairs(seen) do
+      for _, m in ipairs(turn) do
+        if m.role == "tool" then receipts[m.content] = true end
+        if m.role == "user" and m.content:find("[Message from task api_chatty-", 1, true) then message = m.content end
+      end
+    end
+    local started = 0
+    for r in pairs(receipts) do if r:find("^Started task api_plan%-") then started = started + 1 end end
+    assert.are.equal(1, started)
+    assert.is_string(message)
+    local _, lines = message:gsub("\n", "")
+    assert.is_true(lines <= tasktext.MAX_LINES, tostring(lines)) -- (the clipped text and its header line)
+    assert.matches("%[truncated%]$", message)
+    assert.is_table(session.tasks(c.sessionId))
+  end)
+end)

@@ -149,6 +149,12 @@ local function run_call(call, session_id, state, turn_id)
     return msg
   end
   local input = call.input
+  if tool.entry == "serve" and type(input) == "table" and input.taskId == json.null then
+    -- ("taskId": null, as strict JSON modes send for an absent field: a new task)
+    input = {}
+    for k, v in pairs(call.input) do if k ~= "taskId" then input[k] = v end end
+    call = { id = call.id, name = call.name, input = input }
+  end
   if tool.entry == "serve" and type(input) == "table" and input.taskId ~= nil then
     -- (taskId is moor's, not the tool's: the rest is checked against inputSchema)
     if type(input.taskId) ~= "string" then

@@ -189,7 +189,7 @@ function Tasks:on_event(ev)
   end
   if ev.kind == "message" then
     if type(ev.message) ~= "string" then return false end
-    self.messages[#self.messages + 1] = { taskId = t.id, name = t.name, message = ev.message }
+    self.messages[#self.messages + 1] = { taskId = t.id, name = t.name, message = text.clip(ev.message) }
     self:wake()
     return true
   elseif ev.kind == "reply" then
@@ -359,8 +359,7 @@ end
 function Tasks:cancel(task_id)
   local t = type(task_id) == "string" and self.byid[task_id]
   if not t or t.status == "finished" then
-    return nil, "UNKNOWN_TASK", ("no unfinished task '%s' in this session; the [Tasks] note lists them"):format(
-      tostring(task_id))
+    return nil, "UNKNOWN_TASK", text.unknown_cancel(tostring(task_id))
   end
   if t.status == "idle" then return text.cancel_text(t.id, false) end
   if t.kind == "serve" then
@@ -370,7 +369,9 @@ function Tasks:cancel(task_id)
     self:settle_calls(t, nil, "cancelled")
     self:set_status(t, "idle")
   else
-    cancel_step(t.runId)
+    -- A run that ended already (its report still on its way) had no work
+    -- to stop: its result still comes.
+    if not cancel_step(t.runId) then return text.cancel_text(t.id, false) end
     self:settle_calls(t, nil, "cancelled")
     self:set_status(t, "finished")
   end

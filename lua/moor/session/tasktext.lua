@@ -93,6 +93,18 @@ local function cut(s, max_bytes, max_lines)
   return s:sub(1, n)
 end
 
+--- A task's message (task.postMessage) within the same budget as a
+-- result message: cut and ended with "[truncated]" when it passes it.
+function M.clip(s)
+  if #s <= M.MAX_BYTES and count_lines(s) <= M.MAX_LINES then return s end
+  return cut(s, M.MAX_BYTES - #M.TRUNCATED - 1, M.MAX_LINES - 1) .. "\n" .. M.TRUNCATED
+end
+
+--- moor__task_cancel's UNKNOWN_TASK: no such unfinished task in the session.
+function M.unknown_cancel(task_id)
+  return ("no unfinished task '%s' in this session; the [Tasks] note lists the working ones"):format(task_id)
+end
+
 --- One user-role text for settled tasks: one <task_result> block per result
 -- ({ taskId, tool, status = "completed"|"failed", body }), joined by "\n".
 -- The message shares one budget of MAX_BYTES and MAX_LINES, tags included:
