@@ -97,3 +97,35 @@ describe("tasks: odd input", function()
     assert.is_table(session.tasks(c.sessionId))
   end)
 end)
+
+describe("tasks: a held turn and maxSteps", function()
+  register("api_ticker", moor.defineWorkflowTool {
+    description = "Posts three messages.", inputSchema = s.object {},
+    task = function(_, _, task)
+      for i = 1, 3 do
+        moor.sleep("5ms")
+        coroutine.yield(task.postMessage("tick " .. i))
+      end
+      return "ticked"
+    end,
+  })
+
+  it("gives each wake of a held turn a new maxSteps count, so a long task does not fail its turn", function()
+    local agent = moor.defineAgent { instructions = "x", maxSteps = 2, model = t.script(function(turn)
+      if turn.n == 1 then return { toolCalls = { { name = "api_ticker", input = {} } } } end
+      return "noted " .. turn.n
+    end) }
+    local c = t.converse(agent, { "tick" })
+    local done, failed
+    for _, e in ipairs(c.events) do
+      if e.kind == "turn.completed" then done = e.payload end
+      if e.kind == "turn.failed" then failed = e.payload end
+    end
+    assert.is_nil(failed)
+    assert.is_table(done)
+    assert.is_nil(done.reason)
+    assert.is_true(done.steps > 2, tostring(done.steps))
+    local list = session.tasks(c.sessionId).tasks
+    assert.are.equal("completed", list[1].status)
+  end)
+end)

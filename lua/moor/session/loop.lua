@@ -118,7 +118,12 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage, cancelled = true })
     return { status = "waiting", cancelled = true }
   end
-  for step = 1, max_steps do
+  -- maxSteps bounds the model's steps in a row; a held turn that wakes for
+  -- what its tasks or the person sent starts a new count (a 24 h task keeps
+  -- its turn open while the conversation goes on). steps counts them all.
+  local step, last = 0, max_steps
+  while step < last do
+    step = step + 1
     -- A step boundary: what tasks sent since the last one reaches the model.
     tasks:boundary(transcript, turn_id)
     counter.calls = counter.calls + 1
@@ -155,6 +160,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
           usage = res.usage })
       end
       local again = held and hold(tasks, state, turn_id)
+      if again then last = step + max_steps end
       if state.cancel_turn then return cancelled(step) end
       if not again then
         if not (held and m.content ~= nil and m.content ~= "") then
@@ -172,7 +178,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     state.steers = {}
   end
   local reason = ("stopped after maxSteps (%d) model steps"):format(max_steps)
-  engine.publish("turn.completed", { turnId = turn_id, steps = max_steps, usage = usage, reason = reason })
+  engine.publish("turn.completed", { turnId = turn_id, steps = step, usage = usage, reason = reason })
   return { status = "failed", error = { code = "MaxSteps", message = reason } }
 end
 
