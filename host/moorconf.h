@@ -210,7 +210,7 @@
 #define MOOR_SANDBOX_SUBJECT_MAX ((size_t)4 << 20) /* bytes of a subject of those */
 #endif
 #ifndef MOOR_SANDBOX_PATTERN_COST
-#define MOOR_SANDBOX_PATTERN_COST 1e9            /* worst-case matching steps one call may risk (see sandbox.c) */
+#define MOOR_SANDBOX_PATTERN_COST 2e8            /* worst-case matching steps one call may risk, about 0.5 s (see sandbox.c) */
 #endif
 #ifndef MOOR_SANDBOX_REP_MAX
 #define MOOR_SANDBOX_REP_MAX ((size_t)16 << 20)  /* bytes of a string.rep result */

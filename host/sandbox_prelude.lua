@@ -6,7 +6,8 @@
 local raw = ...
 local C = raw.c
 local B, S, T, M, U, CO = raw.base, raw.string, raw.table, raw.math, raw.utf8, raw.coroutine
-local type, error, select, rawget, rawset, rawlen, rawequal = B.type, B.error, B.select, B.rawget, B.rawset, B.rawlen, B.rawequal
+local type, error, select = B.type, B.error, B.select
+local rawget, rawset, rawlen = B.rawget, B.rawset, B.rawlen
 local setmetatable, getmetatable, pcall = B.setmetatable, B.getmetatable, B.pcall
 local pack, unpack, tsort = T.pack, T.unpack, T.sort
 local format = S.format
@@ -224,7 +225,9 @@ end
 local name_max, message_max = C.name_max, C.message_max
 local function agent(name, opts)
   if type(name) ~= "string" then error("ctx.agent: the first argument must be the subagent's name (a string)", 2) end
-  if #name == 0 or #name > name_max then error(format("ctx.agent: a subagent's name has 1 to %d bytes", name_max), 2) end
+  if #name == 0 or #name > name_max then
+    error(format("ctx.agent: a subagent's name has 1 to %d bytes", name_max), 2)
+  end
   if type(opts) ~= "table" then
     error("ctx.agent: the second argument must be a table { message = string, outputSchema = table? }", 2)
   end
