@@ -22,7 +22,7 @@
 #include <lualib.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +43,9 @@ typedef struct moor__sandbox {
   long long coroutines_max, seed;
   int kill;                /* KILL_*: sticky once set */
   char killmsg[96];
+  void *free_list[16];     /* the allocator's pool (POOL_CLASSES) */
+  char *bump, *bump_end;
+  union pool_chunk *chunks;
   char *out;               /* captured print output (malloc, outside the budget) */
   size_t out_len, out_cap;
   int out_full;
@@ -52,9 +55,10 @@ typedef struct moor__sandbox {
 static const char prelude_key = 0; /* S's registry: the prelude's entry table */
 static const char *const TRUNCATED = "[output truncated]\n";
 
-/* Every sandbox's bytes and how many states are open (core.sandbox_stats). */
-static atomic_size_t g_bytes;
-static atomic_long g_states;
+/* Every sandbox's bytes and how many states are open (core.sandbox_stats):
+ * per thread, as the Lua states that own the sandboxes are. */
+static _Thread_local size_t g_bytes;
+static _Thread_local long g_states;
 
 static uint64_t mono_ns(void) {
   struct timespec ts;
@@ -88,28 +92,127 @@ static void sb_kill(sandbox *sb, int why) {
   }
 }
 
-/* --- the allocator: a byte cap --------------------------------------------- */
+/* --- the allocator: a byte cap ---------------------------------------------- */
+
+/* Objects up to POOL_MAX bytes come from the sandbox's own chunks (free
+ * lists by 16-byte class): a program's state is thousands of small objects,
+ * and malloc for each made opening a sandbox twice as slow. The cap counts
+ * whole chunks and each bigger block, so what is counted is what is held;
+ * every chunk goes back when the state closes. */
+#define POOL_MAX 256
+#define POOL_GRAIN 16
+#define POOL_CLASSES (POOL_MAX / POOL_GRAIN)
+#define POOL_CHUNK 8192
+
+typedef union pool_chunk {
+  union pool_chunk *next;
+  max_align_t align;
+} pool_chunk;
+
+static size_t cls_of(size_t n) { return (n + POOL_GRAIN - 1) / POOL_GRAIN - 1; }
+
+static int mem_charge(sandbox *sb, size_t n, int force) {
+  if (!force && (n > sb->mem_limit || sb->mem_used + n > sb->mem_limit)) {
+    sb_kill(sb, KILL_MEMORY); /* Lua raises its memory error now, the hook re-raises after */
+    return 0;
+  }
+  sb->mem_used += n;
+  g_bytes += n;
+  return 1;
+}
+
+static void mem_uncharge(sandbox *sb, size_t n) {
+  sb->mem_used -= n;
+  g_bytes -= n;
+}
+
+/* force: Lua shrinks and must not fail; the cap may be passed by a chunk */
+static void *pool_get(sandbox *sb, size_t n, int force) {
+  size_t c = cls_of(n), sz = (c + 1) * POOL_GRAIN;
+  void *p = sb->free_list[c];
+  if (p) {
+    sb->free_list[c] = *(void **)p;
+    return p;
+  }
+  if ((size_t)(sb->bump_end - sb->bump) < sz) {
+    if (!mem_charge(sb, POOL_CHUNK, force)) return NULL;
+    pool_chunk *k = malloc(POOL_CHUNK);
+    if (!k) {
+      mem_uncharge(sb, POOL_CHUNK);
+      return NULL;
+    }
+    k->next = sb->chunks;
+    sb->chunks = k;
+    sb->bump = (char *)(k + 1);
+    sb->bump_end = (char *)k + POOL_CHUNK;
+  }
+  p = sb->bump;
+  sb->bump += sz;
+  return p;
+}
+
+static void pool_put(sandbox *sb, void *p, size_t n) {
+  size_t c = cls_of(n);
+  *(void **)p = sb->free_list[c];
+  sb->free_list[c] = p;
+}
+
+static void pool_release(sandbox *sb) {
+  while (sb->chunks) {
+    pool_chunk *k = sb->chunks;
+    sb->chunks = k->next;
+    free(k);
+    mem_uncharge(sb, POOL_CHUNK);
+  }
+  memset(sb->free_list, 0, sizeof sb->free_list);
+  sb->bump = sb->bump_end = NULL;
+}
+
+static void block_free(sandbox *sb, void *p, size_t n) {
+  if (n <= POOL_MAX) {
+    pool_put(sb, p, n);
+  } else {
+    free(p);
+    mem_uncharge(sb, n);
+  }
+}
 
 static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
   if (nsize == 0) {
-    if (ptr) {
-      free(ptr);
-      sb->mem_used -= old;
-      atomic_fetch_sub(&g_bytes, old);
+    if (ptr) block_free(sb, ptr, old);
+    return NULL;
+  }
+  if (nsize <= POOL_MAX) {
+    if (ptr && old <= POOL_MAX && cls_of(old) == cls_of(nsize)) return ptr;
+    void *p = pool_get(sb, nsize, ptr && nsize <= old);
+    if (p && ptr) {
+      memcpy(p, ptr, old < nsize ? old : nsize);
+      block_free(sb, ptr, old);
     }
+    return p;
+  }
+  if (ptr && old > POOL_MAX) { /* a big block grows or shrinks */
+    if (nsize > old && !mem_charge(sb, nsize - old, 0)) return NULL;
+    void *p = realloc(ptr, nsize);
+    if (!p && nsize > old) {
+      mem_uncharge(sb, nsize - old);
+      return NULL;
+    }
+    if (nsize < old) mem_uncharge(sb, old - nsize);
+    return p ? p : ptr; /* a failed shrink keeps the bigger block */
+  }
+  if (!mem_charge(sb, nsize, 0)) return NULL;
+  void *p = malloc(nsize);
+  if (!p) {
+    mem_uncharge(sb, nsize);
     return NULL;
   }
-  if (nsize > old && (nsize - old > sb->mem_limit || sb->mem_used + (nsize - old) > sb->mem_limit)) {
-    sb_kill(sb, KILL_MEMORY); /* Lua raises its memory error now, the hook re-raises after */
-    return NULL;
+  if (ptr) {
+    memcpy(p, ptr, old);
+    pool_put(sb, ptr, old);
   }
-  void *p = realloc(ptr, nsize);
-  if (!p) return NULL;
-  sb->mem_used = sb->mem_used - old + nsize;
-  if (nsize > old) atomic_fetch_add(&g_bytes, nsize - old);
-  else atomic_fetch_sub(&g_bytes, old - nsize);
   return p;
 }
 
@@ -891,7 +994,8 @@ static void sb_free_state(sandbox *sb, int run_close) {
     sb_pcall(sb, fn_entry, (void *)"close", 1); /* to-be-closed variables, under the same budget */
   lua_close(sb->S);
   sb->S = NULL;
-  atomic_fetch_sub(&g_states, 1);
+  pool_release(sb);
+  g_states--;
 }
 
 /* --- the bindings (host side) ------------------------------------------------ */
@@ -973,14 +1077,18 @@ static int l_sandbox_new(lua_State *H) {
   sb->seed = seed;
   sb->S = lua_newstate(sb_alloc, sb);
   if (!sb->S) {
+    pool_release(sb);
     lua_pushnil(H);
     push_err(H, "limit", "memory limit reached opening the sandbox", 40);
     return 2;
   }
-  atomic_fetch_add(&g_states, 1);
+  g_states++;
   *(sandbox **)lua_getextraspace(sb->S) = sb;
   lua_sethook(sb->S, sb_hook, LUA_MASKCOUNT, MOOR_SANDBOX_HOOK_COUNT); /* before any instruction */
-  if (sb_pcall(sb, fn_init, sb, 0) != LUA_OK) {
+  lua_gc(sb->S, LUA_GCSTOP); /* opening allocates only what stays: no collection until it is done */
+  int irc = sb_pcall(sb, fn_init, sb, 0);
+  lua_gc(sb->S, LUA_GCRESTART);
+  if (irc != LUA_OK) {
     const char *m = sb->kill ? sb->killmsg : lua_type(sb->S, -1) == LUA_TSTRING ? lua_tostring(sb->S, -1) : "?";
     lua_pushnil(H);
     push_err(H, sb->kill ? "limit" : "internal", m, strlen(m));
@@ -1191,9 +1299,9 @@ static int m_gc(lua_State *H) {
 
 static int l_sandbox_stats(lua_State *H) {
   lua_createtable(H, 0, 2);
-  lua_pushinteger(H, (lua_Integer)atomic_load(&g_bytes));
+  lua_pushinteger(H, (lua_Integer)g_bytes);
   lua_setfield(H, -2, "bytes");
-  lua_pushinteger(H, (lua_Integer)atomic_load(&g_states));
+  lua_pushinteger(H, (lua_Integer)g_states);
   lua_setfield(H, -2, "states");
   return 1;
 }
