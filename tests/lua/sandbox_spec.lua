@@ -324,6 +324,24 @@ describe("sandbox: memory", function()
     assert.are.equal("error", status)
   end)
 
+  it("ends deep nesting of coroutine.close and of resumes", function()
+    local status, v = run([[
+      local function mk(n)
+        local co = coroutine.create(function()
+          local x <close> = setmetatable({}, { __close = function() if n > 0 then coroutine.close(mk(n - 1)) end end })
+          coroutine.yield()
+        end)
+        coroutine.resume(co)
+        return co
+      end
+      return { coroutine.close(mk(250)) }
+    ]])
+    assert.are.equal("done", status, msg(v))
+    assert.are.same({ true }, v)
+    expect_error("local function mk(n) return coroutine.wrap(function() if n > 0 then return mk(n - 1)() end end) " ..
+      "end return mk(250)()", "runtime", "C stack overflow")
+  end)
+
   it("caps live coroutines, and frees finished ones", function()
     expect_error("local t = {} for i = 1, 1e5 do t[i] = coroutine.create(function() end) end", "limit",
       "coroutine limit of 256 reached")
