@@ -1222,6 +1222,16 @@ static int m_run(lua_State *H) {
   return results(H, sb, sb_pcall(sb, fn_start, NULL, 3));
 }
 
+/* A reply the host gives must be a JSON value: checked here, in the host's
+ * own protected call, so a host mistake is the host's error. */
+static int host_check(lua_State *H) {
+  copier c;
+  copier_init(&c, H, H, lua_tostring(H, 2), SIZE_MAX, "memory limit");
+  lua_settop(H, 1);
+  copy_value(&c, 1, 0);
+  return 0;
+}
+
 static int m_resume(lua_State *H) {
   sandbox *sb = check_sb(H);
   luaL_checktype(H, 2, LUA_TTABLE);
@@ -1242,6 +1252,11 @@ static int m_resume(lua_State *H) {
     lua_rawseti(H, 3, 3 * n + 2);
     lua_getfield(H, -1, ok ? "value" : "error");
     if (!ok && !lua_istable(H, -1)) return luaL_error(H, "sb:resume: the failed reply to call %d needs error = { code, message }", (int)id);
+    lua_pushcfunction(H, host_check);
+    lua_pushvalue(H, -2);
+    lua_pushstring(H, ok ? "value" : "error");
+    if (lua_pcall(H, 2, 0, 0) != LUA_OK)
+      return luaL_error(H, "sb:resume: the reply to call %d: %s", (int)id, lua_tostring(H, -1));
     lua_rawseti(H, 3, 3 * n + 3);
     n++;
     lua_pop(H, 1);

@@ -599,6 +599,21 @@ describe("sandbox: yields and calls", function()
     end
   end)
 
+  it("refuses a reply that is not a JSON value as the host's error, and the program waits on", function()
+    local sb = new(SMALL)
+    assert(sb:load("return ctx.agent('a', { message = 'x' })", "p"))
+    assert.are.equal("calls", (sb:run()))
+    local ok, err = pcall(sb.resume, sb, { [1] = { ok = true, value = { f = print } } })
+    assert.is_false(ok)
+    assert.matches("the reply to call 1: value.f is a function", err)
+    ok, err = pcall(sb.resume, sb, { x = { ok = true } })
+    assert.is_false(ok)
+    assert.matches("keyed by call id", err)
+    local status, v = sb:resume { [1] = { ok = true, value = { fine = true } } }
+    assert.are.equal("done", status)
+    assert.are.same({ fine = true }, v)
+  end)
+
   it("time parked on ctx.agent does not count", function()
     local sb = new { seconds = 0.3, instructions = 2 ^ 50 }
     assert(sb:load("local x = ctx.agent('a', { message = 'x' }) return x", "p"))
