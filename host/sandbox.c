@@ -573,6 +573,73 @@ static int sb_format(lua_State *S) {
   return 1;
 }
 
+/* table.sort, deterministic: Lua's own picks a random pivot (clock and
+ * time) on unbalanced partitions, so equal elements could land in another
+ * order on replay. This is a stable bottom-up merge sort through a scratch
+ * table, raw reads and writes; the comparator (or <) is called as Lua's. */
+static int sort_less(lua_State *S, int has_comp) {
+  int r;
+  if (has_comp) {
+    lua_pushvalue(S, 2);
+    lua_pushvalue(S, -3);
+    lua_pushvalue(S, -3);
+    lua_call(S, 2, 1);
+    r = lua_toboolean(S, -1);
+    lua_pop(S, 1);
+  } else {
+    r = lua_compare(S, -2, -1, LUA_OPLT);
+  }
+  return r;
+}
+
+static int sb_sort(lua_State *S) {
+  luaL_checktype(S, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(S, 1);
+  int has_comp = !lua_isnoneornil(S, 2);
+  if (has_comp) luaL_checktype(S, 2, LUA_TFUNCTION);
+  luaL_argcheck(S, n < INT32_MAX, 1, "array too big");
+  lua_settop(S, 2);
+  if (n < 2) return 0;
+  lua_createtable(S, (int)n, 0); /* 3: scratch */
+  int src = 1, dst = 3;
+  for (lua_Integer w = 1; w < n; w *= 2) {
+    for (lua_Integer lo = 1; lo <= n; lo += 2 * w) {
+      lua_Integer mid = lo + w <= n + 1 ? lo + w : n + 1, hi = lo + 2 * w <= n + 1 ? lo + 2 * w : n + 1;
+      lua_Integer i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) {
+        lua_rawgeti(S, src, j);
+        lua_rawgeti(S, src, i);
+        if (sort_less(S, has_comp)) { /* src[j] < src[i]: j first (stable: i wins ties) */
+          lua_pop(S, 1);
+          j++;
+        } else {
+          lua_remove(S, -2);
+          i++;
+        }
+        lua_rawseti(S, dst, k++);
+      }
+      for (; i < mid; i++) {
+        lua_rawgeti(S, src, i);
+        lua_rawseti(S, dst, k++);
+      }
+      for (; j < hi; j++) {
+        lua_rawgeti(S, src, j);
+        lua_rawseti(S, dst, k++);
+      }
+    }
+    int t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != 1) {
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(S, 3, i);
+      lua_rawseti(S, 1, i);
+    }
+  }
+  return 0;
+}
+
 static int sb_rawmeta(lua_State *S) {
   luaL_checkany(S, 1);
   if (!lua_getmetatable(S, 1)) lua_pushnil(S);
@@ -812,7 +879,7 @@ static int fn_init(lua_State *S) {
   static const luaL_Reg helpers[] = {
     {"tostring", sb_tostring}, {"print", sb_print}, {"next", sb_next}, {"pairs", sb_pairs},
     {"rawmeta", sb_rawmeta}, {"force_setmetatable", sb_force_setmetatable}, {"make_ctx", sb_make_ctx},
-    {"kill_coroutines", sb_kill_coroutines}, {"clone", sb_clone}, {NULL, NULL}};
+    {"kill_coroutines", sb_kill_coroutines}, {"clone", sb_clone}, {"sort", sb_sort}, {NULL, NULL}};
   static const struct { const char *name; int kind; } pats[] = {
     {"find", 1}, {"match", 0}, {"gmatch", 2}, {"gsub", 0}};
   char b[32];

@@ -337,6 +337,7 @@
 "for k, v in B.next, C.string do str[k] = v end\n"
 "env.string = str\n"
 "env.table = copy(T)\n"
+"env.table.sort = C.sort -- stable and deterministic (Lua's picks random pivots)\n"
 "local math = copy(M)\n"
 "local randomseed, seed = M.randomseed, C.seed\n"
 "randomseed(seed)\n"

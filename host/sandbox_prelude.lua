@@ -336,6 +336,7 @@ local str = copy(S, { dump = true })
 for k, v in B.next, C.string do str[k] = v end
 env.string = str
 env.table = copy(T)
+env.table.sort = C.sort -- stable and deterministic (Lua's picks random pivots)
 local math = copy(M)
 local randomseed, seed = M.randomseed, C.seed
 randomseed(seed)

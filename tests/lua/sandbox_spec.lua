@@ -203,6 +203,23 @@ describe("sandbox: the program's world", function()
     assert.matches(",k1,k10,k100,k11,", v1[1])
     assert.matches("k99,false,true$", v1[1])
     assert.are_not.equal(v1[3], v3[3])
+    -- table.sort is stable, so equal keys keep their order on every run
+    local status, v = run([[
+      local t = {}
+      for i = 1, 3000 do t[i] = { k = (i * 7) % 5, i = i } end
+      table.sort(t, function(a, b) return a.k < b.k end)
+      for i = 2, #t do
+        assert(t[i - 1].k < t[i].k or (t[i - 1].k == t[i].k and t[i - 1].i < t[i].i), "unstable at " .. i)
+      end
+      local u = { 5, 3, 9, 1, 1, 7 }
+      table.sort(u)
+      local w = { "b", "a", "c" }
+      table.sort(w, function(a, b) return a > b end)
+      return { t[1].i, t[3000].i, u, w }
+    ]])
+    assert.are.equal("done", status, msg(v))
+    assert.are.same({ 5, 2997, { 1, 1, 3, 5, 7, 9 }, { "c", "b", "a" } }, v)
+    expect_error("table.sort({ 1, 'x', 2 })", "runtime", "attempt to compare")
     expect_error("for k in pairs({ [{}] = 1 }) do end", "runtime", "no stable order")
   end)
 end)
