@@ -640,6 +640,37 @@ static int sb_sort(lua_State *S) {
   return 0;
 }
 
+/* copy(lib, extra?): a table of lib's fields and extra's, sized once */
+static int sb_copy(lua_State *S) {
+  int n = 0;
+  luaL_checktype(S, 1, LUA_TTABLE);
+  lua_settop(S, 2);
+  for (int t = 1; t <= 2; t++) {
+    if (!lua_istable(S, t)) continue;
+    lua_pushnil(S);
+    while (lua_next(S, t)) {
+      lua_pop(S, 1);
+      n++;
+    }
+  }
+  lua_createtable(S, 0, n);
+  for (int t = 1; t <= 2; t++) {
+    if (!lua_istable(S, t)) continue;
+    lua_pushnil(S);
+    while (lua_next(S, t)) {
+      lua_pushvalue(S, -2);
+      lua_insert(S, -2);
+      lua_rawset(S, 3);
+    }
+  }
+  return 1;
+}
+
+static int sb_newtable(lua_State *S) {
+  lua_createtable(S, 0, (int)luaL_checkinteger(S, 1));
+  return 1;
+}
+
 static int sb_rawmeta(lua_State *S) {
   luaL_checkany(S, 1);
   if (!lua_getmetatable(S, 1)) lua_pushnil(S);
@@ -879,7 +910,8 @@ static int fn_init(lua_State *S) {
   static const luaL_Reg helpers[] = {
     {"tostring", sb_tostring}, {"print", sb_print}, {"next", sb_next}, {"pairs", sb_pairs},
     {"rawmeta", sb_rawmeta}, {"force_setmetatable", sb_force_setmetatable}, {"make_ctx", sb_make_ctx},
-    {"kill_coroutines", sb_kill_coroutines}, {"clone", sb_clone}, {"sort", sb_sort}, {NULL, NULL}};
+    {"kill_coroutines", sb_kill_coroutines}, {"clone", sb_clone}, {"sort", sb_sort},
+    {"copy", sb_copy}, {"newtable", sb_newtable}, {NULL, NULL}};
   static const struct { const char *name; int kind; } pats[] = {
     {"find", 1}, {"match", 0}, {"gmatch", 2}, {"gsub", 0}};
   char b[32];

@@ -261,7 +261,7 @@ local ctx = C.make_ctx({ agent = agent, all = fan("all"), race = fan("race") })
 
 -- The program's environment -------------------------------------------------
 
-local env = {}
+local env = C.newtable(32)
 for _, k in B.ipairs { "assert", "error", "ipairs", "pcall", "rawequal", "rawget", "rawlen", "select",
   "tonumber", "type" } do
   env[k] = B[k]
@@ -326,14 +326,10 @@ env.getmetatable = function(v)
   return getmetatable(v)
 end
 
-local function copy(lib, skip)
-  local t = {}
-  for k, v in B.next, lib do if not skip or not skip[k] then t[k] = v end end
-  return t
-end
+local copy = C.copy -- copy(lib, extra?): a new table of lib's fields, then extra's
 
-local str = copy(S, { dump = true })
-for k, v in B.next, C.string do str[k] = v end
+local str = copy(S, C.string)
+str.dump = nil
 env.string = str
 env.table = copy(T)
 env.table.sort = C.sort -- stable and deterministic (Lua's picks random pivots)
