@@ -1097,7 +1097,29 @@ static void sb_free_state(sandbox *sb, int run_close) {
   g_states--;
 }
 
-/* --- the bindings (host side) ------------------------------------------------ */
+/* --- the bindings (host side) ------------------------------------------------ *
+ *
+ * core.sandbox_new{ memory, instructions, seconds, source, output, result,
+ *     message, coroutines, seed }  -> sb, or nil, { code, message }
+ *   (each field optional; defaults MOOR_SANDBOX_* in moorconf.h)
+ * sb:load(source, chunkname?)   -> true | nil, { code = "syntax"|"limit", message }
+ * sb:run()  and  sb:resume(replies)  ->
+ *   "done", value                       (the program's return value, copied out;
+ *                                         the state is freed)
+ *   "calls", { { id, name, message, outputSchema? }, ... }
+ *                                        (the requests made since the last return;
+ *                                         may be empty while earlier ones are awaited)
+ *   "error", { code = "runtime"|"limit"|"result", message, cause? }
+ *                                        (cause: a raised { code, message } table;
+ *                                         the state is freed)
+ *   replies = { [id] = { ok = true, value = v } | { ok = false, error = { code, message } } };
+ *   ids no longer awaited (a closed ctx.race branch) are ignored.
+ * sb:pending()  -> the ids still awaited, ascending
+ * sb:output()   -> the captured print text
+ * sb:memory()   -> bytes the state holds (0 once freed)
+ * sb:close()    -> runs pending to-be-closed variables under the budget left,
+ *                  frees the state (idempotent; also __close and __gc)
+ * core.sandbox_stats() -> { bytes, states } of this thread's sandboxes */
 
 static sandbox *check_sb(lua_State *H) { return luaL_checkudata(H, 1, SB_MT); }
 
