@@ -1119,6 +1119,8 @@ static void sb_free_state(sandbox *sb, int run_close) {
  * sb:memory()   -> bytes the state holds (0 once freed)
  * sb:close()    -> runs pending to-be-closed variables under the budget left,
  *                  frees the state (idempotent; also __close and __gc)
+ * sb:evict()    -> frees the state and runs nothing (a parked program the
+ *                  engine will re-execute from its log)
  * core.sandbox_stats() -> { bytes, states } of this thread's sandboxes */
 
 static sandbox *check_sb(lua_State *H) { return luaL_checkudata(H, 1, SB_MT); }
@@ -1423,6 +1425,15 @@ static int m_close(lua_State *H) {
   return 0;
 }
 
+/* sb:evict(): free the state without running anything (the engine bounds
+ * memory and will re-execute the program from its log) */
+static int m_evict(lua_State *H) {
+  sandbox *sb = check_sb(H);
+  sb_free_state(sb, 0);
+  sb->state = SB_FINISHED;
+  return 0;
+}
+
 static int m_gc(lua_State *H) {
   sandbox *sb = luaL_checkudata(H, 1, SB_MT);
   sb_free_state(sb, 1);
@@ -1446,7 +1457,8 @@ static int l_sandbox_new_entry(lua_State *H) {
   if (luaL_newmetatable(H, SB_MT)) {
     static const luaL_Reg methods[] = {
       {"load", m_load}, {"run", m_run}, {"resume", m_resume}, {"pending", m_pending},
-      {"output", m_output}, {"memory", m_memory}, {"close", m_close}, {NULL, NULL}};
+      {"output", m_output}, {"memory", m_memory}, {"close", m_close}, {"evict", m_evict},
+      {NULL, NULL}};
     luaL_newlib(H, methods);
     lua_setfield(H, -2, "__index");
     lua_pushcfunction(H, m_gc);

@@ -659,6 +659,17 @@ describe("sandbox: yields and calls", function()
     assert.are.equal("calls", (sb:run()))
     local t = elapsed(function() sb:close() end)
     assert.is_true(t < 5, t)
+    -- evict frees a parked program and runs none of its code
+    sb = new(SMALL)
+    assert(sb:load([[
+      local x <close> = setmetatable({}, { __close = function() print("must not run") end })
+      return ctx.agent("a", { message = "x" })
+    ]], "p"))
+    assert.are.equal("calls", (sb:run()))
+    sb:evict()
+    sb:close()
+    assert.are.equal("", sb:output())
+    assert.are.equal(0, sb:memory())
     local before = core.sandbox_stats().states
     do
       local sb3 <close> = new(SMALL) -- __close on the host side frees the state
