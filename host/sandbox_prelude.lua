@@ -299,7 +299,8 @@ env.rawset = function(t, k, v)
 end
 
 -- A metatable in use without a metatable of its own gets SEAL, so that a
--- __gc or __mode added after setmetatable is refused too.
+-- __gc or __mode added after setmetatable is refused too. (A program that
+-- removes the __newindex it was given, then adds __mode, is not stopped.)
 local SEAL = {
   __newindex = function(m, k, v)
     if forbidden_key(k) then error("'__gc' and '__mode' are not allowed in the sandbox", 2) end
@@ -308,16 +309,26 @@ local SEAL = {
   __metatable = false,
 }
 
+-- A metatable in use that has a metatable of its own without __newindex:
+-- that one gets SEAL's __newindex (the same behaviour for every other key).
+local function guard(m)
+  if m ~= SEAL and rawget(m, "__newindex") == nil then rawset(m, "__newindex", SEAL.__newindex) end
+end
+
 env.setmetatable = function(t, mt)
   if type(mt) == "table" and (rawget(mt, "__gc") ~= nil or rawget(mt, "__mode") ~= nil) then
     error("setmetatable: metatables with __gc or __mode are not allowed in the sandbox", 2)
   end
-  if type(t) == "table" and rawmeta(t) == SEAL then
+  if type(t) == "table" and rawmeta(t) == SEAL then -- t is a metatable in use
     force_setmetatable(t, mt)
+    if type(mt) == "table" then guard(mt) end
   else
     setmetatable(t, mt)
   end
-  if type(mt) == "table" and rawmeta(mt) == nil then force_setmetatable(mt, SEAL) end
+  if type(mt) == "table" then
+    local m2 = rawmeta(mt)
+    if m2 == nil then force_setmetatable(mt, SEAL) elseif type(m2) == "table" then guard(m2) end
+  end
   return t
 end
 

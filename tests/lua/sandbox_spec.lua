@@ -137,6 +137,10 @@ describe("sandbox: the program's world", function()
       "runtime", "not allowed")
     expect_error("local mt = {}; setmetatable({}, mt); mt.__mode = 'k'", "runtime", "not allowed")
     expect_error("local mt = {}; setmetatable({}, mt); rawset(mt, '__mode', 'k')", "runtime", "not allowed")
+    expect_error("local M = {}; local C = setmetatable({}, M); setmetatable({}, C); C.__mode = 'k'", "runtime",
+      "not allowed")
+    expect_error("local C = {}; setmetatable({}, C); setmetatable(C, { __index = {} }); C.__gc = print", "runtime",
+      "not allowed")
     -- a metatable in use still behaves as a table
     local status, v = run([[
       local C = {}; C.__index = C
