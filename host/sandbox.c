@@ -30,6 +30,13 @@
 #include <time.h>
 
 enum { SB_NEW, SB_LOADED, SB_PARKED, SB_FINISHED };
+
+/* The allocator's pool (see sb_alloc) */
+#define POOL_MAX 256
+#define POOL_GRAIN 16
+#define POOL_CLASSES (POOL_MAX / POOL_GRAIN)
+#define POOL_CHUNK 8192
+
 enum { KILL_NONE, KILL_MEMORY, KILL_INSTRUCTIONS, KILL_TIME, KILL_COROUTINES };
 
 typedef struct moor__sandbox {
@@ -43,7 +50,7 @@ typedef struct moor__sandbox {
   long long coroutines_max, seed;
   int kill;                /* KILL_*: sticky once set */
   char killmsg[96];
-  void *free_list[16];     /* the allocator's pool (POOL_CLASSES) */
+  void *free_list[POOL_CLASSES]; /* the allocator's pool: free blocks by size class */
   char *bump, *bump_end;
   union pool_chunk *chunks;
   char *out;               /* captured print output (malloc, outside the budget) */
@@ -99,10 +106,6 @@ static void sb_kill(sandbox *sb, int why) {
  * and malloc for each made opening a sandbox twice as slow. The cap counts
  * whole chunks and each bigger block, so what is counted is what is held;
  * every chunk goes back when the state closes. */
-#define POOL_MAX 256
-#define POOL_GRAIN 16
-#define POOL_CLASSES (POOL_MAX / POOL_GRAIN)
-#define POOL_CHUNK 8192
 
 typedef union pool_chunk {
   union pool_chunk *next;
