@@ -5,7 +5,8 @@
  *   serve.c (moor_listen, moor_serve), waiting.c      -> moor.c, error.c
  *   moor.c (the rest of moor.h)                        -> error.c, core*.c
  *   core.c (the moor.core table)                       -> core_store.c, core_clock.c,
- *                                                         core_http.c, core_os.c -> core_engine.c
+ *                                                         core_http.c, core_os.c -> core_engine.c;
+ *                                                         sandbox.c (sandbox.h: its own states)
  *   all of them                                        -> store.c, http.c, fetch.c,
  *                                                         fetch_lua.c, json.c, lock.c
  *

@@ -163,6 +163,59 @@
 #define MOOR_REGEX_JIT_STACK_MAX (8 * 1024 * 1024) /* JIT matches' stack, bytes */
 #endif
 
+/* --- the sandbox for model-written programs (host/sandbox.c) --------------- */
+
+/* Defaults of core.sandbox_new's options (each can be given per sandbox). */
+#ifndef MOOR_SANDBOX_MEMORY
+#define MOOR_SANDBOX_MEMORY ((size_t)64 << 20)   /* bytes a program's lua_State may hold (memory) */
+#endif
+#ifndef MOOR_SANDBOX_INSTRUCTIONS
+#define MOOR_SANDBOX_INSTRUCTIONS 1000000000LL   /* VM instructions a program may run (instructions) */
+#endif
+#ifndef MOOR_SANDBOX_SECONDS
+#define MOOR_SANDBOX_SECONDS 30.0                /* seconds of execution; time parked on ctx.agent does not count (seconds) */
+#endif
+#ifndef MOOR_SANDBOX_SOURCE
+#define MOOR_SANDBOX_SOURCE ((size_t)256 * 1024) /* bytes of a program's source (source) */
+#endif
+#ifndef MOOR_SANDBOX_OUTPUT
+#define MOOR_SANDBOX_OUTPUT ((size_t)64 * 1024)  /* captured print output, then "[output truncated]" (output) */
+#endif
+#ifndef MOOR_SANDBOX_RESULT
+#define MOOR_SANDBOX_RESULT ((size_t)1 << 20)    /* the program's return value, as JSON (result) */
+#endif
+#ifndef MOOR_SANDBOX_MESSAGE
+#define MOOR_SANDBOX_MESSAGE ((size_t)1 << 20)   /* one ctx.agent message, and its outputSchema as JSON (message) */
+#endif
+#ifndef MOOR_SANDBOX_COROUTINES
+#define MOOR_SANDBOX_COROUTINES 256              /* live coroutines: ctx.all/ctx.race branches and the program's own (coroutines) */
+#endif
+/* Fixed limits. */
+#ifndef MOOR_SANDBOX_HOOK_COUNT
+#define MOOR_SANDBOX_HOOK_COUNT 1000             /* instructions between two runs of the count hook */
+#endif
+#ifndef MOOR_SANDBOX_DEPTH
+#define MOOR_SANDBOX_DEPTH 100                   /* nesting of a value crossing the boundary */
+#endif
+#ifndef MOOR_SANDBOX_NAME_MAX
+#define MOOR_SANDBOX_NAME_MAX 256                /* bytes of a ctx.agent subagent name */
+#endif
+#ifndef MOOR_SANDBOX_ERROR_MAX
+#define MOOR_SANDBOX_ERROR_MAX ((size_t)8192)    /* bytes of an error message handed to the host */
+#endif
+#ifndef MOOR_SANDBOX_PATTERN_MAX
+#define MOOR_SANDBOX_PATTERN_MAX 512             /* bytes of a pattern (string.find/match/gmatch/gsub) */
+#endif
+#ifndef MOOR_SANDBOX_SUBJECT_MAX
+#define MOOR_SANDBOX_SUBJECT_MAX ((size_t)4 << 20) /* bytes of a subject of those */
+#endif
+#ifndef MOOR_SANDBOX_PATTERN_COST
+#define MOOR_SANDBOX_PATTERN_COST 2e8            /* worst-case matching steps one call may risk, about 0.5 s (see sandbox.c) */
+#endif
+#ifndef MOOR_SANDBOX_REP_MAX
+#define MOOR_SANDBOX_REP_MAX ((size_t)16 << 20)  /* bytes of a string.rep result */
+#endif
+
 /* --- the CLI (host/main.c) ------------------------------------------------- */
 
 #ifndef MOOR_CLI_HTTP_TIMEOUT_S
