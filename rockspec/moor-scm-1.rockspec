@@ -94,6 +94,7 @@ build = {
     ["moor.tools.ask_question"] = "tools/ask_question.lua",
     ["moor.tools.sleep"] = "tools/sleep.lua",
     ["moor.tools.moor__task_wait"] = "tools/moor__task_wait.lua",
+    ["moor.tools.workflow"] = "tools/workflow.lua",
     ["moor.tools.moor__task_cancel"] = "tools/moor__task_cancel.lua",
     ["moor.tools.subagent"] = "tools/subagent.lua",
   },

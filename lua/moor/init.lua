@@ -47,6 +47,12 @@ local M = {
   NotSupported = errors.NotSupported,
   version_string = core.version,
   testing = testing,
+  --- moor.sandbox{ memory, instructions, seconds, source, output, result,
+  -- message, coroutines, seed }: a sandbox for a model-written Lua program
+  -- (host/sandbox.c; tools/workflow.lua runs programs in one).
+  sandbox = core.sandbox_new,
+  --- moor.sha256(s): the hex SHA-256 of s.
+  sha256 = core.sha256,
 }
 
 -- definitions (defineTool, defineWorkflowTool, defineAgent, disableTool, ...)

@@ -37,7 +37,8 @@ local function define_line(src)
   local n = 0
   for line in (src .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    if line:find("define%a*Tool%s*[{(]") or line:find("defineAgent%s*[{(]") then return n end
+    if line:find("define%a*Tool%s*[{(]") or line:find("defineAgent%s*[{(]")
+        or line:find("require%s*%(?%s*[\"']moor%.tools%.") then return n end
   end
   return 1
 end
@@ -121,6 +122,22 @@ local function builtin_dir()
     .. "folder beside lua/, or moor/tools/ beside moor/loader.lua)"):format(table.concat(tried, " or "))
 end
 M.builtin_dir = builtin_dir
+
+-- `require "moor.tools.<name>"` finds a built-in tool's file in the source
+-- tree too (installed, moor/tools/ is on the module path already): an agent
+-- enables a factory with `return require("moor.tools.workflow") { ... }`.
+table.insert(package.searchers, function(modname)
+  local name = modname:match("^moor%.tools%.([%w_]+)$")
+  if not name then return nil end
+  local dir = builtin_dir()
+  local path = dir and dir .. "/" .. name .. ".lua"
+  local f = path and io.open(path, "rb")
+  if not f then return ("\n\tno built-in tool file for '%s'"):format(modname) end
+  f:close()
+  local chunk, err = loadfile(path, "t")
+  if not chunk then error(err, 0) end
+  return chunk, path
+end)
 
 --- moor's built-in tools: { tools = { name -> { tool, hash, path } },
 -- factories = { name -> { make, hash, path } } } (a file that returns a

@@ -62,6 +62,10 @@ LUA
 cat >"$B/tools/moor__reserved.lua" <<'LUA'
 return nil
 LUA
+cat >"$B/tools/workflow.lua" <<'LUA'
+-- the runtime-generated workflow tool, with a limit out of range
+return require("moor.tools.workflow") { maxSubagents = 200 }
+LUA
 cat >"$B/tools/ok.lua" <<'LUA'
 local moor = require "moor"
 local f = assert(io.open(os.getenv("WITNESS"), "a")); f:write("loaded\n"); f:close()
@@ -80,10 +84,12 @@ set -e
 [ $status = 2 ] || fail "exit status $status, want 2"
 [ ! -s "$T/out" ] || fail "something ran: $(cat "$T/out")"
 e="$T/err"
-grep -q "11 broken files" "$e" || fail "not every broken file reported: $(cat "$e")"
+grep -q "12 broken files" "$e" || fail "not every broken file reported: $(cat "$e")"
 grep -q "tools/syntax.lua:5: .*'}' expected" "$e" || fail "syntax error line: $(cat "$e")"
 grep -q "tools/nodesc.lua:3: missing description" "$e" || fail "missing description line: $(cat "$e")"
 grep -q "tools/twoentries.lua:8: .*exactly one entry point, but defines execute and task" "$e" || fail "two entry points: $(cat "$e")"
+grep -q "tools/workflow.lua:2: maxSubagents must be an integer from 1 through 128, not 200" "$e" \
+  || fail "workflow's maxSubagents: $(cat "$e")"
 grep -q "tools/noschema.lua:2: missing inputSchema" "$e" || fail "missing schema: $(cat "$e")"
 grep -q "tools/badschema.lua:2: inputSchema is not a valid schema: .*integr" "$e" || fail "bad schema: $(cat "$e")"
 grep -qF 'tools/tasky.lua:2: "execution" was replaced by task(). Define task(input, ctx) to run each call as a task.' "$e" \

@@ -1,0 +1,164 @@
+--- workflow: the runtime-generated workflow tool (seed 000 "Add a
+-- runtime-generated workflow tool"; issue 10). The model writes a short Lua
+-- program that fans work out to subagents and combines their replies; moor
+-- runs it in a sandbox (moor.sandbox: host/sandbox.c, one capped lua_State
+-- per program) as a task. Not a tool itself: this file returns a factory,
+-- and an agent enables the tool with agent/tools/workflow.lua returning
+-- `require("moor.tools.workflow") { maxSubagents = 20 }`.
+--
+-- Durable and resumed in place: each ctx.agent call of the program is a
+-- branch of the task's run that records the call (target and message hash),
+-- opens a child session with ctx.agent and waits for its turn; while the
+-- host lives the parked sandbox is resumed directly with the result, so no
+-- code of the program runs twice. After a restart the task's body replays:
+-- a fresh sandbox runs the program from the start, its calls are answered
+-- from the log in order (one reply per resume, as live), and a call that
+-- differs from the record fails the run with a non-determinism error.
+-- Written only on the public API.
+local moor = require "moor"
+
+local LIMITS = { "memory", "instructions", "seconds", "source", "output", "result", "message", "coroutines" }
+
+local DESCRIPTION = [[
+Run a short Lua 5.4 program that delegates work to subagents and combines their replies. `lua` is the
+body of a function that receives `ctx`; `return` its result (a JSON value). In the program:
+- ctx.agent(name, { message = "...", outputSchema = <JSON Schema, optional> }) opens a new session with
+  that subagent, sends the message and returns its reply text (or the structured value when
+  outputSchema is given); a failed turn raises a table error { code, message } you can pcall.
+- ctx.all{ function() ... end, ... } runs each function concurrently and returns their results in order;
+  ctx.race{ ... } returns the first result and its index and stops the others.
+- print(...) writes to a log returned with the result. No io, os, require or load.
+Each call starts one subagent session; at most %d per program.]]
+
+local function names(set)
+  local list = {}
+  for n in moor.sortedPairs(set) do list[#list + 1] = n end
+  return #list > 0 and table.concat(list, ", ") or "(none)"
+end
+
+local function fail(code, message) return { ok = false, error = { code = code, message = message } } end
+
+-- Record a call before the program sees its result: replay compares what
+-- the program asks now with what it asked then.
+local record = moor.step("workflow.call", function(id, name, hash)
+  return { id = id, name = name, hash = hash }
+end, { retries = 0 })
+
+-- One ctx.agent call of the program, as a branch of the task's run: a reply
+-- for sb:resume (never raises but for a cancel or a non-determinism).
+local function call_agent(ctx, c, signal)
+  local hash = moor.sha256(c.message)
+  local rec = record(c.id, c.name, hash)
+  if rec.id ~= c.id or rec.name ~= c.name or rec.hash ~= hash then
+    error(moor.Error.new("NonDeterminism", ("workflow program: call %d asks %s now, but the log recorded a call "
+      .. "to %s with another message; the program is not the same as before the restart"):format(c.id, c.name,
+      tostring(rec.name))))
+  end
+  local ok, r = pcall(function()
+    return ctx.agent(c.name):send(c.message, { outputSchema = c.outputSchema, signal = signal }):result()
+  end)
+  if not ok then
+    if moor.Error.is(r, "Cancelled") then error(r, 0) end
+    local e = moor.Error.normalize(r)
+    return fail(e.code or "AgentError", e.message)
+  end
+  if r.status == "failed" then
+    return fail("AGENT_FAILED", ("%s: %s"):format(c.name, r.error and r.error.message or "the turn failed"))
+  end
+  if r.data ~= nil then return { ok = true, value = r.data } end
+  if r.message == nil then return fail("CANCELLED", c.name .. ": the turn was cancelled") end
+  return { ok = true, value = r.message }
+end
+
+-- A bad option is a load error of the agent's file (the loader adds its
+-- file and line).
+local function bad(message) error(moor.Error.new("DefinitionError", message), 3) end
+
+return function(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    bad("moor.tools.workflow takes a table of options, as { maxSubagents = 20 }")
+  end
+  opts = opts or {}
+  local max = opts.maxSubagents
+  if max == nil then max = 100 end
+  if math.type(max) ~= "integer" or max < 1 or max > 128 then
+    bad(("maxSubagents must be an integer from 1 through 128, not %s"):format(tostring(opts.maxSubagents)))
+  end
+  local limits = {}
+  for _, k in ipairs(LIMITS) do limits[k] = opts[k] end
+  for k in pairs(opts) do
+    if k ~= "maxSubagents" and limits[k] == nil then
+      local known = table.concat(LIMITS, ", ")
+      bad(("unknown option '%s' of moor.tools.workflow (maxSubagents, %s)"):format(tostring(k), known))
+    end
+  end
+
+  return moor.defineWorkflowTool {
+    description = DESCRIPTION:format(max),
+    inputSchema = { type = "object", additionalProperties = false, required = moor.json.array { "lua" },
+      properties = { lua = { type = "string", minLength = 1, description = "the body of function(ctx)" } } },
+    task = function(input, ctx)
+      -- The allowlist: the agent's declared subagents (hidden ones included).
+      local allowed = {}
+      for name in pairs(ctx.agents or {}) do if name ~= "agent" then allowed[name] = true end end
+      local sbopts = { seed = math.random(1, 0x7fffffff) } -- (the run's generator: the same on replay)
+      for k, v in pairs(limits) do sbopts[k] = v end
+      local sb <close>, serr = moor.sandbox(sbopts)
+      if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
+      local ok, lerr = sb:load(input.lua, "=program")
+      if not ok then error(moor.FatalError(lerr.message)) end
+      local started = 0
+      local pending, signals = {}, {} -- call id -> future, abort controller
+      local queued = {}               -- replies decided at once: { id, reply }, in id order
+      local kind, v = sb:run()
+      for _ = 1, math.maxinteger do
+        if kind == "done" then
+          return { result = v == nil and moor.json.null or v, output = sb:output() }
+        elseif kind == "error" then
+          local out = sb:output()
+          error(moor.FatalError(v.message .. (out ~= "" and ("\noutput:\n" .. out) or "")))
+        end
+        for _, c in ipairs(v) do -- new calls
+          if not allowed[c.name] then
+            queued[#queued + 1] = { c.id, fail("AGENT_NOT_ALLOWED", ("'%s' is not a subagent this program may "
+              .. "call; it may call: %s"):format(c.name, names(allowed))) }
+          elseif started >= max then
+            queued[#queued + 1] = { c.id, fail("SUBAGENT_LIMIT_REACHED", ("this program may start at most %d "
+              .. "subagent sessions (maxSubagents)"):format(max)) }
+          else
+            started = started + 1
+            local ac = moor.AbortController()
+            signals[c.id] = ac
+            pending[c.id] = moor.async(call_agent, ctx, c, ac.signal)
+          end
+        end
+        -- A call the program no longer waits for (it lost a ctx.race): stop it.
+        local waiting = {}
+        for _, id in ipairs(sb:pending()) do waiting[id] = true end
+        for id, ac in moor.sortedPairs(signals) do
+          if not waiting[id] then
+            ac.abort("the program stopped waiting for this call")
+            signals[id], pending[id] = nil, nil
+          end
+        end
+        if #queued > 0 then
+          local q = table.remove(queued, 1)
+          kind, v = sb:resume({ [q[1]] = q[2] })
+        else
+          local futures, ids = {}, {}
+          for id, f in moor.sortedPairs(pending) do
+            futures[#futures + 1] = f
+            ids[#ids + 1] = id
+          end
+          if #futures == 0 then
+            error(moor.FatalError("the program waits on no call (an internal error of the sandbox)"))
+          end
+          local reply, idx = moor.race(futures)
+          local id = ids[idx]
+          pending[id], signals[id] = nil, nil
+          kind, v = sb:resume({ [id] = reply })
+        end
+      end
+    end,
+  }
+end
