@@ -1,8 +1,8 @@
 /* moor engine benchmark, driven through the public API (host/moor.h) as an
  * embedder would. Prints figures; asserts nothing about time (see README).
  *
- *   moor_bench [AGENT_DIR [TASK_AGENT_DIR]]
- *   (defaults: tests/bench/agent, tests/bench/task_agent)
+ *   moor_bench [AGENT_DIR [TASK_AGENT_DIR [WORKFLOW_AGENT_DIR]]]
+ *   (defaults: tests/bench/agent, tests/bench/task_agent, tests/bench/workflow_agent)
  */
 #include "moor.h"
 
@@ -30,12 +30,13 @@ static long rss_kib(void) {
 
 static const char *agent = "tests/bench/agent";
 static const char *task_agent = "tests/bench/task_agent";
+static const char *workflow_agent = "tests/bench/workflow_agent";
 static char dir[] = "/tmp/moor-bench-XXXXXX";
 
 static moor *open_agent_db(const char *name, int durability, const char *agent_dir) {
   char path[256];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  moor_config cfg = {path, durability, NULL, 0};
+  moor_config cfg = {.db_path = path, .durability = durability};
   moor *m = NULL;
   if (moor_open(&m, &cfg) || moor_load_agent(m, agent_dir)) {
     fprintf(stderr, "bench: %s\n", moor_errmsg(m));
@@ -85,6 +86,41 @@ static void tick_until_parked(moor *m, struct task_count *c, long n, long sessio
   }
 }
 
+/* The workflow figures count the children opened (agent.started). */
+static void on_agent_event(const moor_event *ev, void *ud) {
+  if (!strcmp(ev->kind, "agent.started")) ++*(long *)ud;
+}
+
+/* `n` runs of `tool` with input_json, one after another, each from
+ * moor_call to its result; the seconds per run. Each result must be
+ * {"output":"","result":<want>}. */
+static double tool_runs(moor *m, const char *tool, const char *input, const char *want, int n) {
+  char expect[64], id[64];
+  snprintf(expect, sizeof expect, "\"result\":%s}", want);
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    check(m, moor_call(m, tool, input, id, sizeof id));
+    check(m, moor_run(m));
+    char *status = NULL, *json = NULL;
+    check(m, moor_run_info(m, id, &status, &json));
+    if (!status || strcmp(status, "completed") || !json || !strstr(json, expect)) {
+      fprintf(stderr, "bench: %s %s: %s %s (wanted %s)\n", tool, input, status ? status : "?", json ? json : "",
+              expect);
+      exit(1);
+    }
+    free(status);
+    free(json);
+  }
+  return (now_s() - t0) / n;
+}
+
+/* The same for the workflow tool with `lua` (JSON string contents) as the program. */
+static double workflow_runs(moor *m, const char *lua, const char *want, int n) {
+  char input[512];
+  snprintf(input, sizeof input, "{\"lua\":\"%s\"}", lua);
+  return tool_runs(m, "workflow", input, want, n);
+}
+
 static void call(moor *m, const char *input) {
   char id[64];
   check(m, moor_call(m, "steps", input, id, sizeof id));
@@ -93,6 +129,7 @@ static void call(moor *m, const char *input) {
 int main(int argc, char **argv) {
   if (argc > 1) agent = argv[1];
   if (argc > 2) task_agent = argv[2];
+  if (argc > 3) workflow_agent = argv[3];
   if (!mkdtemp(dir)) return 1;
   printf("moor %s engine benchmark (figures, not pass/fail)\n\n", MOOR_VERSION);
 
@@ -261,6 +298,60 @@ int main(int argc, char **argv) {
          per_task, before, after);
   printf("  (an idle session: %.1f KiB; per task less the sessions' share: %.2f KiB)\n", per_session,
          per_task - per_session * 313 / 10000);
+  moor_close(m);
+
+  /* 9. The workflow tool (issue 10) through the public API, as `moor call
+   * workflow` runs it: tools/workflow.lua (maxSubagents = 128) and a scripted
+   * subagent that answers at once (one model step, no model time). A trivial
+   * program from moor_call to its result (run, task, sandbox, commits); then
+   * programs making 100 ctx.agent calls one after another, and 100 in one
+   * ctx.all, against one making none: the host's time per call is the
+   * difference (the recorded call step, the child session opened, its turn,
+   * the reply back into the parked program). Beside them the same 100 calls
+   * from an authored task tool (agent_calls: no sandbox, no recorded step),
+   * for the workflow tool's own share. */
+  enum { WF_N = 20 }; /* rounds; each runs one program of every kind below */
+  static const char *seq_lua = "local n = 0 for i = 1, 100 do "
+                               "if ctx.agent('helper', { message = 'm' .. i }) == 'ok' then n = n + 1 end end "
+                               "return n";
+  static const char *all_lua = "local fs = {} for i = 1, 100 do "
+                               "fs[i] = function() return ctx.agent('helper', { message = 'm' .. i }) end end "
+                               "return #ctx.all(fs)";
+  m = open_agent_db("workflow.db", MOOR_DURABILITY_NORMAL, workflow_agent);
+  long children = 0;
+  moor_on_event(m, on_agent_event, &children);
+  workflow_runs(m, "return 1", "1", 20); /* (warm up) */
+  tool_runs(m, "agent_calls", "{\"n\":0}", "0", 20);
+  /* The kinds alternate round by round, so that the machine's drift falls
+   * on each alike. */
+  double wf_none = 0, wf_seq = 0, wf_all = 0, direct_none = 0, direct_seq = 0;
+  long seq_children = 0, all_children = 0, direct_children = 0;
+  for (int r = 0; r < WF_N; r++) {
+    wf_none += workflow_runs(m, "return 1", "1", 25) / WF_N;
+    direct_none += tool_runs(m, "agent_calls", "{\"n\":0}", "0", 25) / WF_N;
+    children = 0;
+    wf_seq += workflow_runs(m, seq_lua, "100", 1) / WF_N;
+    seq_children += children;
+    children = 0;
+    wf_all += workflow_runs(m, all_lua, "100", 1) / WF_N;
+    all_children += children;
+    children = 0;
+    direct_seq += tool_runs(m, "agent_calls", "{\"n\":100}", "100", 1) / WF_N;
+    direct_children += children;
+  }
+  moor_on_event(m, NULL, NULL);
+  if (seq_children != 100 * WF_N || all_children != 100 * WF_N || direct_children != 100 * WF_N) {
+    fprintf(stderr, "bench: workflow: %ld, %ld and %ld children opened, wanted %d each\n", seq_children,
+            all_children, direct_children, 100 * WF_N);
+    return 1;
+  }
+  printf("workflow, a trivial program:       %8.0f us/run    (moor_call of `return 1` to its result)\n",
+         wf_none * 1e6);
+  printf("workflow ctx.agent, 100 in a row:  %8.0f us/call   (less a program with none; scripted subagent)\n",
+         (wf_seq - wf_none) / 100 * 1e6);
+  printf("workflow ctx.agent, 100 in ctx.all: %7.0f us/call\n", (wf_all - wf_none) / 100 * 1e6);
+  printf("  (the same 100 from an authored task tool: %.0f us/call; a task with none: %.0f us)\n",
+         (direct_seq - direct_none) / 100 * 1e6, direct_none * 1e6);
   moor_close(m);
 
   char cmd[128];
