@@ -105,13 +105,27 @@ return function(opts)
       for k, v in pairs(limits) do sbopts[k] = v end
       local sb <close>, serr = moor.sandbox(sbopts)
       if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
-      local ok, lerr = sb:load(input.lua, "=program")
+      local ok, lerr = sb:load(input.lua, "program")
       if not ok then error(moor.FatalError(lerr.message)) end
       local started = 0
       local pending, signals = {}, {} -- call id -> future, abort controller
       local queued = {}               -- replies decided at once: { id, reply }, in id order
-      local kind, v = sb:run()
+      local kind, v
+      -- Calls the program no longer waits for (it lost a ctx.race, or it
+      -- ended): stop them, which cancels their child's turn.
+      local function stop_unwaited()
+        local waiting = {}
+        for _, id in ipairs(kind == "calls" and sb:pending() or {}) do waiting[id] = true end
+        for id, ac in moor.sortedPairs(signals) do
+          if not waiting[id] then
+            ac.abort("the program stopped waiting for this call")
+            signals[id], pending[id] = nil, nil
+          end
+        end
+      end
+      kind, v = sb:run()
       for _ = 1, math.maxinteger do
+        if kind ~= "calls" then stop_unwaited() end
         if kind == "done" then
           return { result = v == nil and moor.json.null or v, output = sb:output() }
         elseif kind == "error" then
@@ -132,15 +146,7 @@ return function(opts)
             pending[c.id] = moor.async(call_agent, ctx, c, ac.signal)
           end
         end
-        -- A call the program no longer waits for (it lost a ctx.race): stop it.
-        local waiting = {}
-        for _, id in ipairs(sb:pending()) do waiting[id] = true end
-        for id, ac in moor.sortedPairs(signals) do
-          if not waiting[id] then
-            ac.abort("the program stopped waiting for this call")
-            signals[id], pending[id] = nil, nil
-          end
-        end
+        stop_unwaited()
         if #queued > 0 then
           local q = table.remove(queued, 1)
           kind, v = sb:resume({ [q[1]] = q[2] })
