@@ -259,6 +259,42 @@ describe("the workflow tool, more", function()
     assert.are.equal(2, #children(id, "moor__session"))
   end)
 
+  it("settles a ctx.race after a restart and cancels the loser's turn then", function()
+    local id
+    support.with_agents(engine.agent, SUBS, function()
+      id = t.start("wfm", { lua = [[
+        local keys = {}
+        for k in pairs { zeta = 1, alpha = 2, mid = 3, [10] = 4, [2] = 5 } do keys[#keys + 1] = tostring(k) end
+        local tag = table.concat(keys, ",") .. " " .. math.random(1, 1000000000) .. " " .. tostring({})
+        local v, i = ctx.race { function() return ctx.agent("slow", { message = tag }) end,
+                                function() return ctx.agent("asker1", { message = tag }) end }
+        return { value = v, index = i, keys = keys }
+      ]] })
+      t.drive(id)
+      assert.are.equal("running", engine.run_status(id))
+      for _, row in ipairs(tree(id)) do
+        if row.status == "running" then assert(engine.reload(row.id)) end
+      end
+      t.drive(id)
+      assert.are.equal("running", engine.run_status(id)) -- (the same program: no NonDeterminism)
+      local q = t.inputs(id)
+      assert.are.equal(1, #q)
+      assert.is_true(t.answer(q[1].requestId, { text = "won" }))
+      t.drive(id)
+    end)
+    local out, err = t.outcome(id)
+    assert.is_table(out, err and err.message)
+    assert.are.same({ value = "a1: won", index = 2, keys = { "2", "10", "alpha", "mid", "zeta" } }, out.result)
+    local slow = children(id, "moor__session")
+    local tools
+    for _, row in ipairs(slow) do
+      tools = tools or (#children(row.id, "wfm_slow") > 0 and children(row.id, "wfm_slow"))
+    end
+    assert.are.equal(2, #slow)
+    assert.are.equal(1, #tools)
+    assert.are.equal("steered", slow_reasons[tools[1].id])
+  end)
+
   it("runs the code between calls once while the host lives", function()
     local out, err, opened
     support.with_agents(engine.agent, SUBS, function()
@@ -341,6 +377,43 @@ describe("the workflow tool, more", function()
     assert.are.equal(0, opened[1]:memory())
   end)
 
+  it("stops the program and its children when the session's model cancels the task", function()
+    local receipt
+    local root = moor.defineAgent { instructions = "x", model = t.script(function(turn)
+      local last = turn.messages[#turn.messages]
+      if turn.n == 1 then
+        return { toolCalls = { { name = "wfm", input = { lua = [[
+          return ctx.all { function() return ctx.agent("slow", { message = "a" }) end,
+                           function() return ctx.agent("slow2", { message = "b" }) end }
+        ]] } } } }
+      end
+      for _, m in ipairs(turn.messages) do
+        if m.role == "tool" and not receipt then receipt = tostring(m.content):match("task (wfm%-%w+)") end
+      end
+      if last.role == "user" and last.content == "stop it" then
+        return { toolCalls = { { name = "moor__task_cancel", input = { taskId = receipt } } } }
+      end
+      return "ok"
+    end) }
+    local c
+    support.with_agents(root, SUBS, function() c = t.converse(root, { "go", "stop it" }) end)
+    local run = task_run(c)
+    assert.are.equal("cancelled", engine.run_status(run))
+    local sessions = children(run, "moor__session")
+    assert.are.equal(2, #sessions)
+    for _, row in ipairs(sessions) do
+      assert.are.equal("cancelled", engine.run_status(row.id))
+      local tools = children(row.id, "wfm_slow")
+      assert.are.equal(1, #tools)
+      assert.are.equal("cancelled", engine.run_status(tools[1].id))
+    end
+    local stopped
+    for _, r in ipairs(c.results) do
+      if type(r.output) == "string" and r.output:find("^Stopped wfm%-") then stopped = r.output end
+    end
+    assert.is_string(stopped)
+  end)
+
   it("caps the captured output and returns it with the result", function()
     local out, err = t.call("wfm_out", { lua = [[
       for i = 1, 100 do print("line " .. i) end
@@ -351,6 +424,8 @@ describe("the workflow tool, more", function()
     assert.is_true(#out.output <= 200, #out.output)
     assert.matches("^line 1\nline 2\n", out.output)
     assert.is_nil(out.output:find("line 100", 1, true))
+    assert.is_true(#out.output <= 100 + #"[output truncated]\n", #out.output) -- (the cap, then the mark)
+    assert.matches("%[output truncated%]\n$", out.output)
   end)
 
   it("gives a non-JSON return and a runtime error with its line to the model as failures, not retried", function()
