@@ -129,13 +129,22 @@ return function(opts)
         if kind == "done" then
           return { result = v == nil and moor.json.null or v, output = sb:output() }
         elseif kind == "error" then
+          -- (a raised { code, message } the program did not catch: its code first)
+          local message = v.cause and v.cause.code and (v.cause.code .. ": " .. v.message) or v.message
           local out = sb:output()
-          error(moor.FatalError(v.message .. (out ~= "" and ("\noutput:\n" .. out) or "")))
+          error(moor.FatalError(message .. (out ~= "" and ("\noutput:\n" .. out) or "")))
         end
         for _, c in ipairs(v) do -- new calls
           if not allowed[c.name] then
             queued[#queued + 1] = { c.id, fail("AGENT_NOT_ALLOWED", ("'%s' is not a subagent this program may "
               .. "call; it may call: %s"):format(c.name, names(allowed))) }
+          elseif c.message == "" then
+            queued[#queued + 1] = { c.id, fail("INVALID_ARGUMENT", ("ctx.agent(\"%s\"): message must be a non-empty "
+              .. "string"):format(c.name)) }
+          elseif c.outputSchema ~= nil and not moor.schema.check(c.outputSchema) then
+            local _, why = moor.schema.check(c.outputSchema)
+            queued[#queued + 1] = { c.id, fail("INVALID_ARGUMENT", ("ctx.agent(\"%s\"): outputSchema is not a JSON "
+              .. "Schema moor understands: %s"):format(c.name, (why:gsub("^schema", "outputSchema")))) }
           elseif started >= max then
             queued[#queued + 1] = { c.id, fail("SUBAGENT_LIMIT_REACHED", ("this program may start at most %d "
               .. "subagent sessions (maxSubagents)"):format(max)) }

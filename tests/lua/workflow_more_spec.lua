@@ -27,6 +27,7 @@ end
 register("wfm", factory { maxSubagents = 4 })
 register("wfm_out", factory { output = 100 })
 register("wfm_close", factory { instructions = 200000 })
+register("wfm_one", factory { maxSubagents = 1 })
 
 -- A slow tool for a subagent: parked until its abortSignal aborts (or an hour).
 local slow_reasons = {}
@@ -412,6 +413,34 @@ describe("the workflow tool, more", function()
       if type(r.output) == "string" and r.output:find("^Stopped wfm%-") then stopped = r.output end
     end
     assert.is_string(stopped)
+  end)
+
+  it("refuses an empty message or a bad outputSchema without starting a child, and names the code", function()
+    local out, err, id
+    support.with_agents(engine.agent, SUBS, function()
+      out, err, id = t.call("wfm_one", { lua = [[
+        local ok1, e1 = pcall(ctx.agent, "fast", { message = "" })
+        local ok2, e2 = pcall(ctx.agent, "fast", { message = "x", outputSchema = { type = "bogus" } })
+        local r = ctx.agent("fast", { message = "the one" })
+        local ok3, e3 = pcall(ctx.agent, "fast", { message = "one too many" })
+        return { ok = { ok1, ok2, ok3 }, codes = { e1.code, e2.code, e3.code }, m1 = e1.message, m2 = e2.message,
+                 r = r }
+      ]] })
+    end)
+    assert.is_table(out, err and err.message)
+    local r = out.result
+    assert.are.same({ false, false, false }, r.ok)
+    assert.are.same({ "INVALID_ARGUMENT", "INVALID_ARGUMENT", "SUBAGENT_LIMIT_REACHED" }, r.codes)
+    assert.are.equal('ctx.agent("fast"): message must be a non-empty string', r.m1)
+    assert.matches('outputSchema is not a JSON Schema moor understands: .*unknown type "bogus"', r.m2)
+    assert.are.equal("fast: the one", r.r)
+    assert.are.equal(1, #children(id, "moor__session"))
+    -- Not caught: the program fails with the error's code and message.
+    support.with_agents(engine.agent, SUBS, function()
+      out, err = t.call("wfm_one", { lua = 'return ctx.agent("nobody", { message = "x" })' })
+    end)
+    assert.is_nil(out)
+    assert.matches("^AGENT_NOT_ALLOWED: 'nobody' is not a subagent this program may call", err.message)
   end)
 
   it("caps the captured output and returns it with the result", function()
