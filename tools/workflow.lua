@@ -127,7 +127,11 @@ return function(opts)
       for _ = 1, math.maxinteger do
         if kind ~= "calls" then stop_unwaited() end
         if kind == "done" then
-          return { result = v == nil and moor.json.null or v, output = sb:output() }
+          if v == nil then v = moor.json.null end
+          -- (what the sandbox lets out may still not be JSON: { 1, x = 2 })
+          local text, jerr = moor.json.encode(v, nil, "the program's result")
+          if not text then error(moor.FatalError(jerr)) end
+          return { result = v, output = sb:output() }
         elseif kind == "error" then
           -- (a raised { code, message } the program did not catch: its code first)
           local message = v.cause and v.cause.code and (v.cause.code .. ": " .. v.message) or v.message

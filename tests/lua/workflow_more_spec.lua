@@ -460,6 +460,7 @@ describe("the workflow tool, more", function()
   it("gives a non-JSON return and a runtime error with its line to the model as failures, not retried", function()
     for _, case in ipairs {
       { "return function() end", "JSON" },
+      { "return { 1, 2, x = 3 }", "the program's result: table mixes array and object keys" },
       { "local a = 1\nlocal b = nil\nreturn a + b.c", "program:3:" },
       { "print('so far')\nerror('it broke')", "it broke" },
     } do
