@@ -296,6 +296,39 @@ describe("the workflow tool, more", function()
     assert.are.equal("steered", slow_reasons[tools[1].id])
   end)
 
+  it("resumes after a restart of only the task's and the session's runs (the children live on)", function()
+    local box = {}
+    local root = boss("wfm", [[
+      local r = ctx.all {
+        function() return ctx.agent("asker1", { message = "first" }) end,
+        function() return ctx.agent("asker2", { message = "second" }) end,
+      }
+      return r[1] .. " + " .. r[2]
+    ]], box)
+    local opened = {}
+    support.with_agents(root, SUBS, function()
+      capturing(function()
+        local c = t.converse(root, { "go" })
+        local sid = c.sessionId
+        local run = task_run(c)
+        assert(engine.reload(run))
+        assert(engine.reload(sid))
+        t.drive(sid)
+        local qs = t.inputs(sid)
+        assert.are.equal(2, #qs)
+        for _, q in ipairs(qs) do assert.is_true(t.answer(q.requestId, { text = "ok" })) end
+        t.drive(sid)
+        assert.are.equal("completed", engine.run_status(run))
+        assert.are.equal(2, #children(run, "moor__session"))
+        assert.are.equal(2, #kinds(t.events(run), "child.started"))
+        assert.are.equal(2, #kinds(t.events(run), "agent.started"))
+      end, opened)
+    end)
+    assert.are.equal(2, #opened)
+    assert.is_string(box.block)
+    assert.matches("a1: ok + a2: ok", box.block, 1, true)
+  end)
+
   it("runs the code between calls once while the host lives", function()
     local out, err, opened
     support.with_agents(engine.agent, SUBS, function()
