@@ -28,6 +28,7 @@ register("wfm", factory { maxSubagents = 4 })
 register("wfm_out", factory { output = 100 })
 register("wfm_close", factory { instructions = 200000 })
 register("wfm_one", factory { maxSubagents = 1 })
+register("wfm_evict", factory { parkedMemory = 1 }) -- (every other parked program is evicted)
 
 -- A slow tool for a subagent: parked until its abortSignal aborts (or an hour).
 local slow_reasons = {}
@@ -327,6 +328,84 @@ describe("the workflow tool, more", function()
     assert.are.equal(2, #opened)
     assert.is_string(box.block)
     assert.matches("a1: ok + a2: ok", box.block, 1, true)
+  end)
+
+  it("re-executes an evicted program from its replies when its next reply comes", function()
+    local program = [[
+      print("start %s")
+      local a = ctx.agent("fast", { message = "%s " .. math.random(1, 1000) })
+      local keys = {}
+      for k in pairs { z = 1, y = 2, [3] = 3 } do keys[#keys + 1] = tostring(k) end
+      local b = ctx.agent("%s", { message = table.concat(keys) })
+      print("after %s")
+      local closing <close> = setmetatable({}, { __close = function() print("closed %s") end })
+      return { a, b }
+    ]]
+    local opened = {}
+    local a, b, c
+    support.with_agents(engine.agent, SUBS, function()
+      capturing(function()
+        a = t.start("wfm_evict", { lua = program:format("A", "A", "asker1", "A", "A") })
+        t.drive(a)
+        assert.are.equal(1, #t.inputs(a))
+        local before = opened[1]:memory()
+        assert.is_true(before > 0)
+        b = t.start("wfm_evict", { lua = program:format("B", "B", "asker2", "B", "B") })
+        t.drive(b)
+        assert.are.equal(0, opened[1]:memory()) -- A evicted when B parked
+        assert.is_true(opened[2]:memory() > 0)
+        c = t.start("wfm_evict", { lua = program:format("C", "C", "asker1", "C", "C") })
+        t.drive(c)
+        assert.are.equal(0, opened[2]:memory()) -- then B
+        -- A's reply: run again from its replies (a fresh sandbox), then on.
+        assert.is_true(t.answer(t.inputs(a)[1].requestId, { text = "for A" }))
+        t.drive(a)
+        assert.are.equal(4, #opened)
+        -- B the same; C (evicted by A's park) is cancelled.
+        assert.is_true(t.answer(t.inputs(b)[1].requestId, { text = "for B" }))
+        t.drive(b)
+        assert.is_true(t.cancel(c))
+        t.drive(c)
+      end, opened)
+    end)
+    local out, err = t.outcome(a)
+    assert.is_table(out, err and err.message)
+    assert.are.equal("fast: A", out.result[1]:match("^fast: A"))
+    assert.are.equal("a1: for A", out.result[2])
+    assert.are.equal("start A\nafter A\nclosed A\n", out.output) -- (each once: the evicted state's output is gone)
+    out, err = t.outcome(b)
+    assert.is_table(out, err and err.message)
+    assert.are.equal("a2: for B", out.result[2])
+    assert.are.equal("start B\nafter B\nclosed B\n", out.output)
+    assert.are.equal("cancelled", engine.run_status(c))
+    for _, sb in ipairs(opened) do assert.are.equal(0, sb:memory()) end
+  end)
+
+  it("brings an evicted program back to run its to-be-closed variables when it is cancelled", function()
+    local program = [[
+      local closing <close> = setmetatable({}, { __close = function() print("closed %s") end })
+      return ctx.agent("asker1", { message = "%s" })
+    ]]
+    local opened = {}
+    local a, b
+    support.with_agents(engine.agent, SUBS, function()
+      capturing(function()
+        a = t.start("wfm_evict", { lua = program:format("A", "A") })
+        t.drive(a)
+        b = t.start("wfm_evict", { lua = program:format("B", "B") })
+        t.drive(b)
+        assert.are.equal(0, opened[1]:memory()) -- A evicted
+        assert.is_true(t.cancel(a))
+        t.drive(a)
+        assert.is_true(t.cancel(b))
+        t.drive(b)
+      end, opened)
+    end)
+    assert.are.equal("cancelled", engine.run_status(a))
+    assert.are.equal(3, #opened) -- A, B, and A brought back to close
+    assert.are.equal("closed A\n", opened[3]:output())
+    assert.are.equal("closed B\n", opened[2]:output())
+    for _, sb in ipairs(opened) do assert.are.equal(0, sb:memory()) end
   end)
 
   it("runs the code between calls once while the host lives", function()
