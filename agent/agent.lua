@@ -13,5 +13,14 @@ agent-router to hand investigation or operational work to a specialist.
 deploy_task, release-plan and find_todos run as tasks: you get a receipt at
 once and the result later in a <task_result> message, so keep talking with
 the person meanwhile; send release-plan more requests with its taskId.
+To ask both specialists at once, call workflow with a short Lua program (the
+body of function(ctx)) that may call two subagents: researcher (investigation,
+analysis, explanations) and operator (deploys, refunds, renders), as in
+  local r = ctx.all {
+    function() return ctx.agent("researcher", { message = "..." }) end,
+    function() return ctx.agent("operator", { message = "..." }) end,
+  }
+  return { research = r[1], operations = r[2] }
+ctx.race{ ... } keeps the first reply; its result arrives as a task result.
 Keep answers short.]],
 }

@@ -13,11 +13,18 @@
 -- code of the program runs twice. After a restart the task's body replays:
 -- a fresh sandbox runs the program from the start, its calls are answered
 -- from the log in order (one reply per resume, as live), and a call that
--- differs from the record fails the run with a non-determinism error.
+-- differs from the record fails the run with a non-determinism error. To
+-- bound memory, the least recently parked programs past parkedMemory bytes
+-- (all programs of the host) are evicted and, when their next reply comes,
+-- run again in a fresh sandbox on the replies they were given.
 -- Written only on the public API.
 local moor = require "moor"
 
 local LIMITS = { "memory", "instructions", "seconds", "source", "output", "result", "message", "coroutines" }
+
+-- The bytes the parked programs of this host may hold in all (sb:memory())
+-- before the least recently parked are evicted; the option parkedMemory.
+local PARKED_MEMORY = 256 * 1024 * 1024
 
 local DESCRIPTION = [[
 Run a short Lua 5.4 program that delegates work to subagents and combines their replies. `lua` is the
@@ -70,6 +77,78 @@ local function call_agent(ctx, c, signal)
   return { ok = true, value = r.message }
 end
 
+-- Programs parked on their calls in this host, least recently parked first.
+-- Past the budget the oldest are evicted: the state is freed, and when the
+-- program's next reply comes it is run again from the start in a fresh
+-- sandbox and given the same replies in the same order (it is deterministic:
+-- random seeded per run, pairs in a fixed order, no clock), which brings it
+-- back to where it was parked. Nothing outside the sandbox runs again.
+-- (weak: a run dropped from memory without ending takes its program along)
+local parked = setmetatable({}, { __mode = "k" }) -- prog -> when it parked
+local parks = 0
+
+local function unpark(prog) parked[prog] = nil end
+
+local function park(prog, budget)
+  parks = parks + 1
+  parked[prog] = parks
+  local list, total = {}, 0
+  for p in pairs(parked) do
+    list[#list + 1] = p
+    total = total + p.sb:memory()
+  end
+  if total <= budget then return end
+  table.sort(list, function(a, b) return parked[a] < parked[b] end)
+  for _, p in ipairs(list) do
+    if total <= budget or p == prog then break end -- (never the program parking now, the last)
+    total = total - p.sb:memory()
+    p.sb:evict()
+    p.evicted = true
+    parked[p] = nil
+  end
+end
+
+-- What a "calls" answer asked, for the trace a re-execution must repeat.
+local function trace_calls(prog, calls)
+  for _, c in ipairs(calls) do
+    prog.trace[#prog.trace + 1] = ("%d %s %d"):format(c.id, c.name, #c.message)
+  end
+end
+
+local function open_sandbox(prog)
+  local sb, serr = moor.sandbox(prog.sbopts)
+  if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
+  local ok, lerr = sb:load(prog.source, "program")
+  if not ok then
+    sb:close()
+    error(moor.FatalError(lerr.message))
+  end
+  return sb
+end
+
+-- An evicted program, run again up to where it was parked.
+local function rebuild(prog)
+  local sb = open_sandbox(prog)
+  local trace = prog.trace
+  prog.trace = {}
+  local kind, v = sb:run()
+  for i = 1, #prog.history + 1 do
+    if kind ~= "calls" then break end
+    trace_calls(prog, v)
+    if i > #prog.history then break end
+    kind, v = sb:resume(prog.history[i])
+  end
+  local same = kind == "calls" and #prog.trace == #trace
+  for i = 1, same and #trace or 0 do same = same and trace[i] == prog.trace[i] end
+  if not same then
+    sb:close()
+    error(moor.Error.new("NonDeterminism", "workflow program: run again after its eviction, it did not make "
+      .. "the same calls as before"))
+  end
+  prog.sb:close()
+  prog.sb, prog.evicted = sb, false
+end
+
 -- A bad option is a load error of the agent's file (the loader adds its
 -- file and line).
 local function bad(message) error(moor.Error.new("DefinitionError", message), 3) end
@@ -84,12 +163,18 @@ return function(opts)
   if math.type(max) ~= "integer" or max < 1 or max > 128 then
     bad(("maxSubagents must be an integer from 1 through 128, not %s"):format(tostring(opts.maxSubagents)))
   end
+  local budget = opts.parkedMemory
+  if budget == nil then budget = PARKED_MEMORY end
+  if math.type(budget) ~= "integer" or budget < 0 then
+    bad(("parkedMemory must be a number of bytes (an integer >= 0), not %s"):format(tostring(opts.parkedMemory)))
+  end
   local limits = {}
   for _, k in ipairs(LIMITS) do limits[k] = opts[k] end
   for k in pairs(opts) do
-    if k ~= "maxSubagents" and limits[k] == nil then
+    if k ~= "maxSubagents" and k ~= "parkedMemory" and limits[k] == nil then
       local known = table.concat(LIMITS, ", ")
-      bad(("unknown option '%s' of moor.tools.workflow (maxSubagents, %s)"):format(tostring(k), known))
+      bad(("unknown option '%s' of moor.tools.workflow (maxSubagents, parkedMemory, %s)"):format(tostring(k),
+        known))
     end
   end
 
@@ -103,25 +188,63 @@ return function(opts)
       for name in pairs(ctx.agents or {}) do if name ~= "agent" then allowed[name] = true end end
       local sbopts = { seed = math.random(1, 0x7fffffff) } -- (the run's generator: the same on replay)
       for k, v in pairs(limits) do sbopts[k] = v end
-      local sb <close>, serr = moor.sandbox(sbopts)
-      if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
-      local ok, lerr = sb:load(input.lua, "=program")
-      if not ok then error(moor.FatalError(lerr.message)) end
+      local prog = { sbopts = sbopts, source = input.lua, history = {}, trace = {}, evicted = false }
+      prog.sb = open_sandbox(prog)
+      -- Closing the program runs its to-be-closed variables (an evicted one
+      -- is brought back first), under the budget it has left.
+      local _ <close> = setmetatable({}, { __close = function()
+        unpark(prog)
+        if prog.evicted then pcall(rebuild, prog) end
+        prog.sb:close()
+      end })
+      local function resume(replies)
+        if prog.evicted then rebuild(prog) end
+        prog.history[#prog.history + 1] = replies
+        return prog.sb:resume(replies)
+      end
       local started = 0
       local pending, signals = {}, {} -- call id -> future, abort controller
       local queued = {}               -- replies decided at once: { id, reply }, in id order
-      local kind, v = sb:run()
+      local kind, v
+      -- Calls the program no longer waits for (it lost a ctx.race, or it
+      -- ended): stop them, which cancels their child's turn.
+      local function stop_unwaited()
+        local waiting = {}
+        for _, id in ipairs(kind == "calls" and prog.sb:pending() or {}) do waiting[id] = true end
+        for id, ac in moor.sortedPairs(signals) do
+          if not waiting[id] then
+            ac.abort("the program stopped waiting for this call")
+            signals[id], pending[id] = nil, nil
+          end
+        end
+      end
+      kind, v = prog.sb:run()
       for _ = 1, math.maxinteger do
+        if kind == "calls" then trace_calls(prog, v) end
+        if kind ~= "calls" then stop_unwaited() end
         if kind == "done" then
-          return { result = v == nil and moor.json.null or v, output = sb:output() }
+          if v == nil then v = moor.json.null end
+          -- (what the sandbox lets out may still not be JSON: { 1, x = 2 })
+          local text, jerr = moor.json.encode(v, nil, "the program's result")
+          if not text then error(moor.FatalError(jerr)) end
+          return { result = v, output = prog.sb:output() }
         elseif kind == "error" then
-          local out = sb:output()
-          error(moor.FatalError(v.message .. (out ~= "" and ("\noutput:\n" .. out) or "")))
+          -- (a raised { code, message } the program did not catch: its code first)
+          local message = v.cause and v.cause.code and (v.cause.code .. ": " .. v.message) or v.message
+          local out = prog.sb:output()
+          error(moor.FatalError(message .. (out ~= "" and ("\noutput:\n" .. out) or "")))
         end
         for _, c in ipairs(v) do -- new calls
           if not allowed[c.name] then
             queued[#queued + 1] = { c.id, fail("AGENT_NOT_ALLOWED", ("'%s' is not a subagent this program may "
               .. "call; it may call: %s"):format(c.name, names(allowed))) }
+          elseif c.message == "" then
+            queued[#queued + 1] = { c.id, fail("INVALID_ARGUMENT", ("ctx.agent(\"%s\"): message must be a non-empty "
+              .. "string"):format(c.name)) }
+          elseif c.outputSchema ~= nil and not moor.schema.check(c.outputSchema) then
+            local _, why = moor.schema.check(c.outputSchema)
+            queued[#queued + 1] = { c.id, fail("INVALID_ARGUMENT", ("ctx.agent(\"%s\"): outputSchema is not a JSON "
+              .. "Schema moor understands: %s"):format(c.name, (why:gsub("^schema", "outputSchema")))) }
           elseif started >= max then
             queued[#queued + 1] = { c.id, fail("SUBAGENT_LIMIT_REACHED", ("this program may start at most %d "
               .. "subagent sessions (maxSubagents)"):format(max)) }
@@ -132,18 +255,10 @@ return function(opts)
             pending[c.id] = moor.async(call_agent, ctx, c, ac.signal)
           end
         end
-        -- A call the program no longer waits for (it lost a ctx.race): stop it.
-        local waiting = {}
-        for _, id in ipairs(sb:pending()) do waiting[id] = true end
-        for id, ac in moor.sortedPairs(signals) do
-          if not waiting[id] then
-            ac.abort("the program stopped waiting for this call")
-            signals[id], pending[id] = nil, nil
-          end
-        end
+        stop_unwaited()
         if #queued > 0 then
           local q = table.remove(queued, 1)
-          kind, v = sb:resume({ [q[1]] = q[2] })
+          kind, v = resume({ [q[1]] = q[2] })
         else
           local futures, ids = {}, {}
           for id, f in moor.sortedPairs(pending) do
@@ -153,10 +268,12 @@ return function(opts)
           if #futures == 0 then
             error(moor.FatalError("the program waits on no call (an internal error of the sandbox)"))
           end
+          park(prog, budget)
           local reply, idx = moor.race(futures)
+          unpark(prog)
           local id = ids[idx]
           pending[id], signals[id] = nil, nil
-          kind, v = sb:resume({ [id] = reply })
+          kind, v = resume({ [id] = reply })
         end
       end
     end,

@@ -57,9 +57,18 @@ describe("the workflow tool", function()
     assert.matches('status="completed"', block, 1, true)
     assert.matches("research: find facts | ops: check ops", block, 1, true)
     assert.matches("two replies", block, 1, true)
-    local started = 0
-    for _, e in ipairs(c.events) do if e.kind == "agent.started" then started = started + 1 end end
-    assert.is_true(started >= 0)
+    -- Each child announced on the task's run, with the task's id.
+    local task
+    for _, e in ipairs(c.events) do if e.kind == "task.started" then task = e.payload end end
+    local started = {}
+    for _, e in ipairs(t.events(task.runId)) do
+      if e.kind == "agent.started" then
+        assert.are.equal(task.taskId, e.payload.taskId)
+        started[#started + 1] = e.payload.name
+      end
+    end
+    table.sort(started)
+    assert.are.same({ "operator", "researcher" }, started)
   end)
 
   it("ctx.race returns the first reply; limits, the allowlist, failures, structured output", function()
@@ -88,7 +97,7 @@ describe("the workflow tool", function()
   it("gives a syntax error with its line and a non-JSON result as failures, not retried", function()
     local _, err = t.call("wf", { lua = "local x = 1\nreturn (" })
     assert.is_table(err)
-    assert.matches("program:2:", err.message)
+    assert.matches("^program:2:", err.message)
     local _, err2 = t.call("wf", { lua = "return function() end" })
     assert.is_table(err2)
     assert.matches("JSON", err2.message)
