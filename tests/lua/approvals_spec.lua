@@ -12,11 +12,7 @@ local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local paid = 0
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
 register("pay", moor.defineTool {
   description = "Pay an amount (gated).",

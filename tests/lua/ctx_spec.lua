@@ -1,16 +1,11 @@
 -- The ctx a tool gets, whoever calls it (issue 7, items 16, 17, 19, 23, 24).
 local moor = require "moor"
-local engine = require "moor.engine"
 local errors = require "moor.errors"
 local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
 local function keys(tbl)
   local out = {}

@@ -5,6 +5,7 @@
 local moor = require "moor"
 local engine = require "moor.engine"
 local core = require "moor.core"
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local t = moor.testing
 local s = moor.schema
 
@@ -12,19 +13,9 @@ local function workflow(execute)
   return moor.defineWorkflowTool { description = "spec tool", inputSchema = s.object {}, execute = execute }
 end
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
-local function kinds(events, kind)
-  local out = {}
-  for _, e in ipairs(events) do
-    if e.kind == kind then out[#out + 1] = e.payload end
-  end
-  return out
-end
+local kinds = support.kinds
 
 describe("result sizes", function()
   it("keeps 64 KiB only as the harness-agent tool limit; the general limit is 16 MiB", function()

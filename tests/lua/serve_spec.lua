@@ -13,13 +13,7 @@ local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
-local function kinds(events, kind)
-  local out = {}
-  for _, e in ipairs(events) do
-    if e.kind == kind then out[#out + 1] = e.payload end
-  end
-  return out
-end
+local kinds = support.kinds
 
 -- A serve tool under a fresh name (plan_<n>), taking { request }.
 local registered = {}

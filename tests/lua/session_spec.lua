@@ -5,19 +5,9 @@ local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
-local function kinds(events, kind)
-  local out = {}
-  for _, e in ipairs(events) do
-    if e.kind == kind then out[#out + 1] = e.payload end
-  end
-  return out
-end
+local kinds = support.kinds
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
 register("add", moor.defineTool {
   description = "Add two integers.",

@@ -32,4 +32,20 @@ function M.calling(calls)
   }
 end
 
+--- Bind tool under name and register it with the engine (a spec's own tools).
+function M.register(name, tool)
+  moor._bind(tool, name, "spec-" .. name)
+  engine.register(name, tool)
+  return tool
+end
+
+--- The payloads of the events of one kind, in log order.
+function M.kinds(events, kind)
+  local out = {}
+  for _, e in ipairs(events) do
+    if e.kind == kind then out[#out + 1] = e.payload end
+  end
+  return out
+end
+
 return M

@@ -1,17 +1,13 @@
 -- Tasks as the API shows them (issue 9 item 9): GET /v1/sessions/{id}/tasks
 -- (moor.session.tasks), and a task tool called on its own (moor call).
 local moor = require "moor"
-local engine = require "moor.engine"
 local session = require "moor.session"
 local tasktext = require "moor.session.tasktext"
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local t = moor.testing
 local s = moor.schema
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
 register("api_build", moor.defineWorkflowTool {
   description = "Build.", inputSchema = s.object { n = s.integer() },

@@ -7,14 +7,11 @@ local engine = require "moor.engine"
 local conf = require "moor.conf"
 local session = require "moor.session"
 local agent_api = require "moor.authoring.agent"
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local t = moor.testing
 local s = moor.schema
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec-" .. name)
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
 local function tool_messages(messages)
   local out = {}

@@ -2,23 +2,13 @@
 -- scripted model; receipts, results at step boundaries, the turn rule,
 -- moor__task_wait / moor__task_cancel, limits, postMessage, restarts.
 local moor = require "moor"
-local engine = require "moor.engine"
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local t = moor.testing
 local s = moor.schema
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
-local function kinds(events, kind)
-  local out = {}
-  for _, e in ipairs(events) do
-    if e.kind == kind then out[#out + 1] = e.payload end
-  end
-  return out
-end
+local kinds = support.kinds
 
 register("deploy", moor.defineWorkflowTool {
   description = "Deploy a service.",

@@ -10,25 +10,16 @@ local session = require "moor.session"
 local conf = require "moor.conf"
 local core = require "moor.core"
 local tasktext = require "moor.session.tasktext"
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local t = moor.testing
 local s = moor.schema
 
 local ID = "[0123456789abcdefghjkmnpqrstvwxyz]"
 local ID6 = ID:rep(6)
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec-" .. name)
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
-local function kinds(events, kind)
-  local out = {}
-  for _, e in ipairs(events) do
-    if e.kind == kind then out[#out + 1] = e.payload end
-  end
-  return out
-end
+local kinds = support.kinds
 
 local function copy(list)
   local out = {}

@@ -10,19 +10,9 @@ local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local factory = require "moor.tools.workflow"
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
-local function kinds(events, kind)
-  local out = {}
-  for _, e in ipairs(events) do
-    if e.kind == kind then out[#out + 1] = e.payload end
-  end
-  return out
-end
+local kinds = support.kinds
 
 register("wfm", factory { maxSubagents = 4 })
 register("wfm_out", factory { output = 100 })

@@ -6,11 +6,7 @@ local t = moor.testing
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local factory = require "moor.tools.workflow"
 
-local function register(name, tool)
-  moor._bind(tool, name, "spec")
-  engine.register(name, tool)
-  return tool
-end
+local register = support.register
 
 register("wf", factory { maxSubagents = 3 })
 register("wf4", factory { maxSubagents = 4 })
