@@ -31,13 +31,9 @@ test:
 
 bench: build
 	cmake --build $(BUILD) --target moor_bench -j $(JOBS)
-<<<<<<< HEAD
 	$(BUILD)/moor_bench tests/bench/agent tests/bench/task_agent
-=======
-	$(BUILD)/moor_bench tests/bench/agent
 	@rm -f $(BUILD)/bench-sandbox.db*
 	MOOR_DB=$(BUILD)/bench-sandbox.db lua5.4 -e "package.cpath='$(BUILD)/lua/?.so;'..package.cpath" tests/bench/sandbox.lua
->>>>>>> sandbox
 	@command -v wrk >/dev/null || apt-get install -y wrk >/dev/null 2>&1 || \
 	  { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; } || \
 	  echo "wrk could not be installed: no requests/s figure"
