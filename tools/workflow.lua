@@ -105,7 +105,7 @@ return function(opts)
       for k, v in pairs(limits) do sbopts[k] = v end
       local sb <close>, serr = moor.sandbox(sbopts)
       if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
-      local ok, lerr = sb:load(input.lua, "=program")
+      local ok, lerr = sb:load(input.lua, "program") -- (the sandbox adds the "=")
       if not ok then error(moor.FatalError(lerr.message)) end
       local started = 0
       local pending, signals = {}, {} -- call id -> future, abort controller
