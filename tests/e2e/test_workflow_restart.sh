@@ -8,7 +8,8 @@
 # database; the questions are answered (one with POST /v1/inputs/{id}, one
 # with inputResponses on the root session) and the program's result reaches
 # the root model in one <task_result> block, with each child session opened
-# exactly once and no step run twice. Then `moor call workflow` from the
+# exactly once and no step run twice. A second session is killed with one
+# child answered and the other parked. Then `moor call workflow` from the
 # command line: a result on stdout, and a syntax error with its line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dev.sh"
@@ -74,26 +75,29 @@ done
 # workflow call. A child: its tool's result -> "<who> chose <answer>"; else
 # the ask_person call.
 cat >"$T/model.lua" <<'LUA'
+-- P: "second: " in the second session (its person's message starts so),
+-- which the program passes on to the children, so no request repeats.
 local PROGRAM = [[
 local r = ctx.all {
-  function() return ctx.agent("alpha", { message = "pick a region" }) end,
-  function() return ctx.agent("beta", { message = "pick a size" }) end,
+  function() return ctx.agent("alpha", { message = "%spick a region" }) end,
+  function() return ctx.agent("beta", { message = "%spick a size" }) end,
 }
 print("both replied")
 return r[1] .. " + " .. r[2]
 ]]
 return function(req)
   local model, body = req.json.model, req.body
+  local p = (fake.last_user_text(req) or ""):match("^second: ") or ""
   if model == "fake-root" then
     if body:find('<task_result id=', 1, true) then return fake.text("Both answered.") end
     if body:find('Started task workflow-', 1, true) then return fake.text("Working on it.") end
-    return fake.tool_calls({ { id = "call_wf_1", name = "workflow", arguments = { lua = PROGRAM } } })
+    return fake.tool_calls({ { id = "call_wf_1", name = "workflow", arguments = { lua = PROGRAM:format(p, p) } } })
   end
   local who = model:match("^fake%-(%a+)$")
   for _, r in ipairs(fake.tool_results(req)) do
     if r.name == "ask_person" then return fake.text(who .. " chose " .. fake.json.decode(r.content).answer) end
   end
-  local q = who == "alpha" and "region?" or "size?"
+  local q = p .. (who == "alpha" and "region?" or "size?")
   return fake.tool_calls({ { id = "call_ask_" .. who, name = "ask_person", arguments = { question = q } } })
 end
 LUA
@@ -109,9 +113,12 @@ requests() {
   if [ $# = 0 ]; then grep -c . "$T/model.jsonl" 2>/dev/null || true
   else jq -c --arg m "$1" 'select((.body | fromjson | .model) == $m)' "$T/model.jsonl" 2>/dev/null | grep -c . || true; fi
 }
-# root_request K: the body of the root model's K-th request, as JSON.
+# root_request K [WORDS]: the body of the root model's K-th request (of the
+# session whose person's message has WORDS), as JSON.
 root_request() {
-  jq -c 'select((.body | fromjson | .model) == "fake-root") | .body | fromjson' "$T/model.jsonl" | sed -n "$1p"
+  jq -c --arg w "${2-pick a region and a size}" \
+    'select((.body | fromjson | .model) == "fake-root") | .body | select(contains($w)) | fromjson' \
+    "$T/model.jsonl" | sed -n "$1p"
 }
 seen() { jq -c '{n, messages: (.body | fromjson | [.model, (.messages | map({role, content}))])}' "$T/model.jsonl"; }
 lines() { grep -c . "$COUNTER" 2>/dev/null || true; }
@@ -119,10 +126,11 @@ lines() { grep -c . "$COUNTER" 2>/dev/null || true; }
 inputs_json() { req GET /v1/inputs; expect 200 "GET /v1/inputs"; printf '%s' "$BODY"; }
 n_inputs() { inputs_json | jq '.inputs | length'; }
 two_inputs() { [ "$(n_inputs)" = 2 ]; }
-# request_for WHO: the requestId of WHO's pending question.
+# request_for WHO [QUESTION]: the requestId of WHO's pending question.
 request_for() {
-  inputs_json | jq -r --arg p "$1: " '.inputs[] | select(.request.prompt | startswith($p)) | .requestId'
+  inputs_json | jq -r --arg p "$1: ${2-}" '.inputs[] | select(.request.prompt | startswith($p)) | .requestId'
 }
+one_input() { [ "$(n_inputs)" = 1 ]; }
 # runs_of TOOL: how many runs of TOOL GET /v1/runs lists.
 runs_of() {
   req GET /v1/runs
@@ -218,6 +226,59 @@ done
 [ "$(lines)" = 4 ] || fail "counter: $(cat "$COUNTER")"
 [ "$(requests)" = 7 ] || fail "model requests: $(seen)"
 [ "$(sort "$T/model.jsonl" | sed 's/"n":[0-9]*//' | uniq -d | wc -l)" = 0 ] || fail "a model request repeated"
+
+# A second session, killed with one child answered and the other parked:
+# after the restart the program replays, the first reply comes from the
+# log (alpha's session is not asked again) and the second goes live.
+req POST /v1/sessions '{"message": "second: choose a region and a size"}'
+expect 201 "POST /v1/sessions (the second)"
+SID2=$(field sessionId)
+wait_for two_inputs
+RA2=$(request_for alpha "second: ")
+RB2=$(request_for beta "second: ")
+[ -n "$RA2" ] && [ -n "$RB2" ] || fail "the second session's questions: $(inputs_json)"
+req POST "/v1/inputs/$RA2" '{"optionId": "us"}'
+expect 200 "POST /v1/inputs/$RA2"
+# alpha's child session ends its turn with its reply (delivered to the
+# workflow's call) before the kill.
+curl -s -N --max-time 2 "$URL/v1/sessions/$SID2/stream" >"$T/stream3" || true
+ACHILD=$(grep -A1 '^event: agent.started$' "$T/stream3" | grep '"name":"alpha"' \
+  | sed -n 's/.*"sessionId":"\(run_[0-9a-f]*\)".*/\1/p' | head -1)
+[ -n "$ACHILD" ] || fail "no agent.started for alpha in the second session: $(cat "$T/stream3")"
+alpha_replied() {
+  curl -s --max-time 2 "$URL/v1/sessions/$ACHILD" >"$T/child.json" || true
+  grep -qF '"text":"alpha chose us"' "$T/child.json"
+}
+wait_for alpha_replied
+wait_for one_input
+kill_dev
+start_dev "$W" 127.0.0.1:0
+wait_for one_input
+[ "$(request_for beta "second: ")" = "$RB2" ] || fail "beta's question after the restart: $(inputs_json)"
+req POST "/v1/inputs/$RB2" '{"optionId": "small"}'
+expect 200 "POST /v1/inputs/$RB2"
+done_turn2() {
+  curl -s --max-time 2 "$URL/v1/sessions/$SID2" >"$T/session2.json" || true
+  grep -qF '"text":"Both answered."' "$T/session2.json"
+}
+wait_for done_turn2
+W2="second: choose a region and a size"
+RESULT2=$(root_request 3 "$W2" | jq -r '.messages[] | select(.role == "user") | .content' \
+  | grep -F -A3 'tool="workflow" status="completed">') || fail "no completed block: $(root_request 3 "$W2")"
+printf '%s' "$RESULT2" | grep -qF '"result":"alpha chose us + beta chose small"' \
+  || fail "the second block lacks the combined replies: $RESULT2"
+[ -z "$(root_request 4 "$W2")" ] || fail "the second session's root model was asked a fourth time: $(seen)"
+[ "$(runs_of moor__session)" = 6 ] || fail "sessions after the second (2 roots + 4 children): $BODY"
+for who in alpha beta; do
+  [ "$(runs_of "$who.ask_person")" = 2 ] || fail "$who.ask_person runs: $BODY"
+  [ "$(requests "fake-$who")" = 4 ] || fail "$who's model requests: $(seen)"
+done
+for line in "asked alpha second: region?" "asked beta second: size?" "answered alpha us" "answered beta small"; do
+  [ "$(count "$line" "$COUNTER")" = 1 ] || fail "'$line' in the counter: $(cat "$COUNTER")"
+done
+[ "$(lines)" = 8 ] || fail "counter: $(cat "$COUNTER")"
+[ "$(requests)" = 14 ] || fail "model requests: $(seen)"
+[ "$(sort "$T/model.jsonl" | sed 's/"n":[0-9]*//' | uniq -d | wc -l)" = 0 ] || fail "a model request repeated"
 stop_dev
 kill "$FAKE_PID"
 wait "$FAKE_PID" || fail "the fake model server exited $?: $(cat "$T/fake.err")"
@@ -237,4 +298,4 @@ st=0
 [ $st = 1 ] || fail "a syntax error exited $st: $(cat "$T/cli2.err")"
 [ ! -s "$T/cli2.out" ] || fail "a syntax error printed a result: $(cat "$T/cli2.out")"
 grep -qF '"message":"program:2: ' "$T/cli2.err" || fail "the syntax error lacks 'program:2:': $(cat "$T/cli2.err")"
-pass "workflow: ctx.all of two children parked on questions -> kill -9 -> restart -> answers -> one completed <task_result> with both replies, each child session once, each step once; moor call workflow"
+pass "workflow: ctx.all of two children parked on questions -> kill -9 -> restart -> answers -> one completed <task_result> with both replies, each child session once, each step once; the same killed between the answers; moor call workflow"
