@@ -9,7 +9,8 @@
 # with inputResponses on the root session) and the program's result reaches
 # the root model in one <task_result> block, with each child session opened
 # exactly once and no step run twice. A second session is killed with one
-# child answered and the other parked. Then `moor call workflow` from the
+# child answered and the other parked; a third runs ctx.race of the two,
+# killed while both are parked. Then `moor call workflow` from the
 # command line: a result on stdout, and a syntax error with its line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dev.sh"
@@ -62,7 +63,8 @@ return moor.defineWorkflowTool {
     local a = ctx.ask { prompt = "$who: " .. input.question, display = "select",
       options = { { id = "eu", label = "EU" }, { id = "us", label = "US" },
                   { id = "small", label = "Small" }, { id = "large", label = "Large" } } }
-    after(tostring(a.optionId))
+    if a.status ~= "answered" then return { answer = a.status } end -- (withdrawn: its turn was cancelled)
+    after(a.optionId)
     return { answer = a.optionId }
   end,
 }
@@ -75,8 +77,16 @@ done
 # workflow call. A child: its tool's result -> "<who> chose <answer>"; else
 # the ask_person call.
 cat >"$T/model.lua" <<'LUA'
--- P: "second: " in the second session (its person's message starts so),
--- which the program passes on to the children, so no request repeats.
+-- P: "second: " or "race: " in the second and third sessions (their
+-- person's message starts so), which the program passes on to the
+-- children, so no request repeats. "race: " runs RACE.
+local RACE = [[
+local v, i = ctx.race {
+  function() return ctx.agent("alpha", { message = "race: pick a region" }) end,
+  function() return ctx.agent("beta", { message = "race: pick a size" }) end,
+}
+return { first = i, value = v }
+]]
 local PROGRAM = [[
 local r = ctx.all {
   function() return ctx.agent("alpha", { message = "%spick a region" }) end,
@@ -87,11 +97,13 @@ return r[1] .. " + " .. r[2]
 ]]
 return function(req)
   local model, body = req.json.model, req.body
-  local p = (fake.last_user_text(req) or ""):match("^second: ") or ""
+  local said = fake.last_user_text(req) or ""
+  local p = said:match("^second: ") or said:match("^race: ") or ""
   if model == "fake-root" then
     if body:find('<task_result id=', 1, true) then return fake.text("Both answered.") end
     if body:find('Started task workflow-', 1, true) then return fake.text("Working on it.") end
-    return fake.tool_calls({ { id = "call_wf_1", name = "workflow", arguments = { lua = PROGRAM:format(p, p) } } })
+    local lua = p == "race: " and RACE or PROGRAM:format(p, p)
+    return fake.tool_calls({ { id = "call_wf_1", name = "workflow", arguments = { lua = lua } } })
   end
   local who = model:match("^fake%-(%a+)$")
   for _, r in ipairs(fake.tool_results(req)) do
@@ -279,6 +291,43 @@ done
 [ "$(lines)" = 8 ] || fail "counter: $(cat "$COUNTER")"
 [ "$(requests)" = 14 ] || fail "model requests: $(seen)"
 [ "$(sort "$T/model.jsonl" | sed 's/"n":[0-9]*//' | uniq -d | wc -l)" = 0 ] || fail "a model request repeated"
+
+# A third session: ctx.race of the two, both parked, killed and restarted;
+# alpha's answer wins the race, the program ends with it, and beta's
+# question is withdrawn, on the root session's stream too (which showed it).
+req POST /v1/sessions '{"message": "race: pick one"}'
+expect 201 "POST /v1/sessions (the third)"
+SID3=$(field sessionId)
+wait_for two_inputs
+RA3=$(request_for alpha "race: ")
+RB3=$(request_for beta "race: ")
+[ -n "$RA3" ] && [ -n "$RB3" ] || fail "the third session's questions: $(inputs_json)"
+kill_dev
+start_dev "$W" 127.0.0.1:0
+wait_for two_inputs
+req POST "/v1/inputs/$RA3" '{"optionId": "small"}'
+expect 200 "POST /v1/inputs/$RA3"
+done_turn3() {
+  curl -s --max-time 2 "$URL/v1/sessions/$SID3" >"$T/session3.json" || true
+  grep -qF '"text":"Both answered."' "$T/session3.json"
+}
+wait_for done_turn3
+W3="race: pick one"
+RESULT3=$(root_request 3 "$W3" | jq -r '.messages[] | select(.role == "user") | .content' \
+  | grep -F -A3 'tool="workflow" status="completed">') || fail "no completed block: $(root_request 3 "$W3")"
+printf '%s' "$RESULT3" | grep -qF '"result":{"first":1,"value":"alpha chose small"}' \
+  || fail "the race's block: $RESULT3"
+no_inputs() { [ "$(n_inputs)" = 0 ]; }
+wait_for no_inputs
+withdrawn() {
+  curl -s -N --max-time 2 "$URL/v1/sessions/$SID3/stream" >"$T/stream3" || true
+  grep -A1 '^event: input.resolved$' "$T/stream3" | grep -F "\"requestId\":\"$RB3\"" | grep -qF '"outcome":"cancelled"'
+}
+wait_for withdrawn
+[ "$(count "answered alpha small" "$COUNTER")" = 1 ] || fail "alpha's step in the race: $(cat "$COUNTER")"
+! grep -q "^answered beta" <(grep -v "^answered beta \(large\|small\)$" "$COUNTER") \
+  || fail "beta's withdrawn question ran its step: $(cat "$COUNTER")"
+[ "$(sort "$T/model.jsonl" | sed 's/"n":[0-9]*//' | uniq -d | wc -l)" = 0 ] || fail "a model request repeated"
 stop_dev
 kill "$FAKE_PID"
 wait "$FAKE_PID" || fail "the fake model server exited $?: $(cat "$T/fake.err")"
@@ -298,4 +347,4 @@ st=0
 [ $st = 1 ] || fail "a syntax error exited $st: $(cat "$T/cli2.err")"
 [ ! -s "$T/cli2.out" ] || fail "a syntax error printed a result: $(cat "$T/cli2.out")"
 grep -qF '"message":"program:2: ' "$T/cli2.err" || fail "the syntax error lacks 'program:2:': $(cat "$T/cli2.err")"
-pass "workflow: ctx.all of two children parked on questions -> kill -9 -> restart -> answers -> one completed <task_result> with both replies, each child session once, each step once; the same killed between the answers; moor call workflow"
+pass "workflow: ctx.all of two children parked on questions -> kill -9 -> restart -> answers -> one completed <task_result> with both replies, each child session once, each step once; the same killed between the answers; ctx.race across a restart; moor call workflow"
