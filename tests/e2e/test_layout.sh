@@ -28,10 +28,13 @@ pass "no Lua file under lua/ over 600 lines"
 # Requires only at the top, everywhere under lua/: every require is a
 # top-level `local x = require "..."` (or the bare one that opens moor.core
 # first). The only others are these, each a real cycle or a module named at
-# run time, commented where it stands; a new one fails here.
+# run time, commented where it stands (or a pattern that names require); a
+# new one fails here.
 ALLOWED_INNER=(
   'lua/moor/providers/init.lua:  return require(module).new(model, env_reader(env))'
   'lua/moor/testrunner.lua:    require("busted.runner")({ standalone = false })'
+  # (not a require: the pattern that finds an agent file's factory line)
+  "lua/moor/loader.lua:        or line:find(\"require%s*%(?%s*[\\\"']moor%.tools%.\") then return n end"
 )
 inner=$(grep -rnw 'require' lua --include='*.lua' \
   | grep -v -E '^[^:]+:[0-9]+:(local [A-Za-z_]+ = require "[a-z._]+"( +--.*)?|require "moor\.core"|[[:space:]]*--.*)$' \

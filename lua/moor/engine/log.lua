@@ -62,6 +62,11 @@ local function mirror(child, kind, payload)
     if row and row.status == "running" then
       store.append(child.parent_id, store.last_seq(child.parent_id) + 1, nil, out_kind, child.tool_name, text,
         now_ms())
+    elseif row and row.parent_id and kind == "input.resolved" then
+      -- A question withdrawn after its parent ended (a subagent's session
+      -- cancelled once the workflow that opened it returned): on up, so the
+      -- session whose stream showed the question sees it resolved.
+      mirror({ id = row.id, parent_id = row.parent_id, tool_name = row.tool, call_id = row.call_id }, kind, payload)
     end
   end
 end
