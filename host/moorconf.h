@@ -191,6 +191,9 @@
 #define MOOR_SANDBOX_COROUTINES 256              /* live coroutines: ctx.all/ctx.race branches and the program's own (coroutines) */
 #endif
 /* Fixed limits. */
+#ifndef MOOR_SANDBOX_SLICE_US
+#define MOOR_SANDBOX_SLICE_US 5000               /* a program runs this long before the host gets its loop back */
+#endif
 #ifndef MOOR_SANDBOX_HOOK_COUNT
 #define MOOR_SANDBOX_HOOK_COUNT 1000             /* instructions between two runs of the count hook */
 #endif

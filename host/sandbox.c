@@ -46,6 +46,9 @@ typedef struct moor__sandbox {
   long long instr_used, instr_limit;
   double seconds;          /* the time limit as given */
   uint64_t time_limit_ns, elapsed_ns, entered_ns, deadline_ns;
+  uint64_t slice_ns;       /* when the current entry's slice ends (the host gets its loop back) */
+  uint64_t slice_len_ns;   /* how long a slice is; 0: the program runs until it waits or ends */
+  int paused;              /* the hook yielded a task or coroutine at the end of a slice */
   size_t source_max, output_max, result_max, message_max;
   long long coroutines_max, seed;
   int kill;                /* KILL_*: sticky once set */
@@ -228,8 +231,19 @@ static void sb_hook(lua_State *S, lua_Debug *ar) {
   sandbox *sb = sb_of(S);
   if (!sb->kill) {
     sb->instr_used += MOOR_SANDBOX_HOOK_COUNT;
+    uint64_t now = mono_ns();
     if (sb->instr_used > sb->instr_limit) sb_kill(sb, KILL_INSTRUCTIONS);
-    else if (mono_ns() > sb->deadline_ns) sb_kill(sb, KILL_TIME);
+    else if (now > sb->deadline_ns) sb_kill(sb, KILL_TIME);
+    else if (now > sb->slice_ns && !sb->paused && lua_isyieldable(S)) {
+      /* The slice is over: this coroutine yields (no values) to its
+       * resumer in the prelude, which passes the pause up to the scheduler;
+       * sb:run/resume answers "slice" and the host resumes it later. Not
+       * where a C call stands in between (a sort comparator, a gsub
+       * callback): the next hook tries again. */
+      sb->paused = 1;
+      lua_yield(S, 0);
+      return;
+    }
   }
   if (sb->kill) {
     /* every instruction of this thread raises from now on */
@@ -242,6 +256,7 @@ static void sb_hook(lua_State *S, lua_Debug *ar) {
 /* Around every entry into S: its clock runs only between these. */
 static void sb_enter(sandbox *sb) {
   sb->entered_ns = mono_ns();
+  sb->slice_ns = sb->slice_len_ns ? sb->entered_ns + sb->slice_len_ns : UINT64_MAX;
   uint64_t left = sb->elapsed_ns < sb->time_limit_ns ? sb->time_limit_ns - sb->elapsed_ns : 0;
   sb->deadline_ns = sb->entered_ns + left;
 }
@@ -707,6 +722,19 @@ static int sb_make_ctx(lua_State *S) {
   return 1;
 }
 
+/* paused(): did the hook stop a coroutine at the end of a slice?
+ * unpause(): that pause is taken (by the scheduler, or a resumer that cannot
+ * pass it up). */
+static int sb_paused(lua_State *S) {
+  lua_pushboolean(S, sb_of(S)->paused);
+  return 1;
+}
+
+static int sb_unpause(lua_State *S) {
+  sb_of(S)->paused = 0;
+  return 0;
+}
+
 static int sb_kill_coroutines(lua_State *S) {
   sandbox *sb = sb_of(S);
   sb_kill(sb, KILL_COROUTINES);
@@ -913,7 +941,7 @@ static int fn_init(lua_State *S) {
   static const luaL_Reg helpers[] = {
     {"tostring", sb_tostring}, {"print", sb_print}, {"next", sb_next}, {"pairs", sb_pairs},
     {"rawmeta", sb_rawmeta}, {"force_setmetatable", sb_force_setmetatable}, {"make_ctx", sb_make_ctx},
-    {"kill_coroutines", sb_kill_coroutines}, {"clone", sb_clone}, {"sort", sb_sort},
+    {"kill_coroutines", sb_kill_coroutines}, {"paused", sb_paused}, {"unpause", sb_unpause}, {"clone", sb_clone}, {"sort", sb_sort},
     {"copy", sb_copy}, {"newtable", sb_newtable}, {NULL, NULL}};
   static const struct { const char *name; int kind; } pats[] = {
     {"find", 1}, {"match", 0}, {"gmatch", 2}, {"gsub", 0}};
@@ -1180,6 +1208,19 @@ static int l_sandbox_new(lua_State *H) {
     seed = lua_tointegerx(H, -1, &isint);
     if (!isint) return luaL_error(H, "core.sandbox_new: seed must be an integer");
   }
+  /* slice = true (MOOR_SANDBOX_SLICE_US) or microseconds: sb:run/resume
+   * answers "slice" when the program has run that long, and sb:resume{}
+   * goes on; left out, a program runs until it waits or ends. */
+  uint64_t slice_len_ns = 0;
+  lua_getfield(H, 1, "slice");
+  if (lua_isboolean(H, -1)) {
+    if (lua_toboolean(H, -1)) slice_len_ns = MOOR_SANDBOX_SLICE_US * 1000ull;
+  } else if (!lua_isnil(H, -1)) {
+    int isint;
+    lua_Integer us = lua_tointegerx(H, -1, &isint);
+    if (!isint || us < 100) return luaL_error(H, "core.sandbox_new: slice must be true or microseconds (>= 100)");
+    slice_len_ns = (uint64_t)us * 1000ull;
+  }
   lua_settop(H, 1);
 
   pthread_once(&g_prelude_once, compile_prelude);
@@ -1201,6 +1242,7 @@ static int l_sandbox_new(lua_State *H) {
   sb->message_max = message;
   sb->coroutines_max = (long long)coroutines;
   sb->seed = seed;
+  sb->slice_len_ns = slice_len_ns;
   sb->S = lua_newstate(sb_alloc, sb);
   if (!sb->S) {
     pool_release(sb);
@@ -1310,6 +1352,13 @@ static int results(lua_State *H, sandbox *sb, int rc) {
     }
     sb_free_state(sb, 0);
     sb->state = SB_FINISHED;
+    return 2;
+  }
+  if (strcmp(status, "slice") == 0) { /* the program ran its slice: the host resumes it with sb:resume{} */
+    lua_settop(S, 0);
+    sb->state = SB_PARKED;
+    lua_pushstring(H, "slice");
+    lua_newtable(H);
     return 2;
   }
   int done = strcmp(status, "done") == 0;

@@ -19,6 +19,11 @@ local rawmeta, force_setmetatable = C.rawmeta, C.force_setmetatable
 -- ctx.race), USER a program's own coroutine.yield; REPLY marks the
 -- scheduler's answer. The program can reach none of them.
 local OP, USER, REPLY = {}, {}, {}
+-- PAUSED: a coroutine the count hook stopped at the end of a slice, passed
+-- up to the scheduler, which returns "slice" (C.paused() tells the hook's
+-- yield, which carries no value, from a program's own).
+local PAUSED = {}
+local paused, unpause = C.paused, C.unpause
 
 local tasks = {}         -- thread -> task (the scheduler's coroutines)
 local live = 0           -- coroutines not yet dead: tasks and the program's own
@@ -67,16 +72,31 @@ local function uresume(co, ...)
   if tasks[co] then return false, "cannot resume a ctx task" end
   if co_status(co) ~= "suspended" then return co_resume(co, ...) end -- Lua's own refusal
   local r = pack(co_resume(co, ...))
-  while r[1] and r[2] == OP and co_status(co) == "suspended" do
-    if not co_isyieldable() then
-      -- cannot pass the request up from here: the coroutine stays blocked
-      error("ctx: a coroutine waiting on ctx.agent was resumed inside a C function " ..
-        "(a table.sort comparator, a string.gsub callback, a metamethod); call ctx from plain code", 2)
+  while r[1] and co_status(co) == "suspended" do
+    if (r.n == 1 or r[2] == PAUSED) and paused() then
+      -- The slice ended inside co: pass the pause up (or, where a C call
+      -- stands in between, go on at once); resumed, co goes on.
+      if co_isyieldable() then
+        local g <close> = setmetatable({ co = co }, guard_mt)
+        co_yield(PAUSED)
+        g.co = nil
+      else
+        unpause()
+      end
+      r = pack(co_resume(co))
+    elseif r[2] == OP then
+      if not co_isyieldable() then
+        -- cannot pass the request up from here: the coroutine stays blocked
+        error("ctx: a coroutine waiting on ctx.agent was resumed inside a C function " ..
+          "(a table.sort comparator, a string.gsub callback, a metamethod); call ctx from plain code", 2)
+      end
+      local g <close> = setmetatable({ co = co }, guard_mt)
+      local reply = pack(co_yield(OP, r[3]))
+      g.co = nil
+      r = pack(co_resume(co, unpack(reply, 1, reply.n)))
+    else
+      break
     end
-    local g <close> = setmetatable({ co = co }, guard_mt)
-    local reply = pack(co_yield(OP, r[3]))
-    g.co = nil
-    r = pack(co_resume(co, unpack(reply, 1, reply.n)))
   end
   return ended(co, r)
 end
@@ -168,9 +188,19 @@ local function settle(t, ok, ...)
   else push(p, REPLY, w.op, true, (...), t.index) end
 end
 
+local sliced = false -- the slice ended: loop() gives the host its loop back
+
 local function step(t, args)
   local r = pack(co_resume(t.co, unpack(args, 1, args.n)))
   if t.done then return end
+  -- (a hook's yield carries no value, a pause passed up carries PAUSED: only
+  -- then is the C flag asked)
+  if r[1] and (r.n == 1 or r[2] == PAUSED) and paused() and co_status(t.co) == "suspended" then
+    unpause()
+    push(t) -- resumed with nothing, it goes on where the hook stopped it
+    sliced = true
+    return
+  end
   if not r[1] then return settle(t, false, r[2]) end
   if co_status(t.co) == "dead" then return settle(t, true, unpack(r, 2, r.n)) end
   local op = r[3]
@@ -199,6 +229,10 @@ local function loop()
     queue[qh] = nil
     qh = qh + 1
     if not item[1].done then step(item[1], item[2]) end
+    if sliced then
+      sliced = false
+      return "slice"
+    end
   end
   if result then
     if result[1] then return "done", result[2] end

@@ -132,11 +132,13 @@ local function rebuild(prog)
   local trace = prog.trace
   prog.trace = {}
   local kind, v = sb:run()
+  while kind == "slice" do kind, v = sb:resume({}) end -- (at once: a rebuild is rare)
   for i = 1, #prog.history + 1 do
     if kind ~= "calls" then break end
     trace_calls(prog, v)
     if i > #prog.history then break end
     kind, v = sb:resume(prog.history[i])
+    while kind == "slice" do kind, v = sb:resume({}) end
   end
   local same = kind == "calls" and #prog.trace == #trace
   for i = 1, same and #trace or 0 do same = same and trace[i] == prog.trace[i] end
@@ -186,7 +188,9 @@ return function(opts)
       -- The allowlist: the agent's declared subagents (hidden ones included).
       local allowed = {}
       for name in pairs(ctx.agents or {}) do if name ~= "agent" then allowed[name] = true end end
-      local sbopts = { seed = math.random(1, 0x7fffffff) } -- (the run's generator: the same on replay)
+      -- (seed: the run's generator, the same on replay; slice: the host's loop
+      -- turns between slices of a long computation)
+      local sbopts = { seed = math.random(1, 0x7fffffff), slice = true }
       for k, v in pairs(limits) do sbopts[k] = v end
       local prog = { sbopts = sbopts, source = input.lua, history = {}, trace = {}, evicted = false }
       prog.sb = open_sandbox(prog)
@@ -197,10 +201,19 @@ return function(opts)
         if prog.evicted then pcall(rebuild, prog) end
         prog.sb:close()
       end })
+      -- A program that computes past its slice (MOOR_SANDBOX_SLICE_US) gives
+      -- the host its loop back (moor.pause: other runs go on), then goes on.
+      local function go_on(k, val)
+        while k == "slice" do
+          moor.pause()
+          k, val = prog.sb:resume({})
+        end
+        return k, val
+      end
       local function resume(replies)
         if prog.evicted then rebuild(prog) end
         prog.history[#prog.history + 1] = replies
-        return prog.sb:resume(replies)
+        return go_on(prog.sb:resume(replies))
       end
       local started = 0
       local pending, signals = {}, {} -- call id -> future, abort controller
@@ -218,7 +231,7 @@ return function(opts)
           end
         end
       end
-      kind, v = prog.sb:run()
+      kind, v = go_on(prog.sb:run())
       for _ = 1, math.maxinteger do
         if kind == "calls" then trace_calls(prog, v) end
         if kind ~= "calls" then stop_unwaited() end

@@ -63,7 +63,7 @@ end
 -- the ctx of a body
 M._ctx, M._plain_ctx = ctx_builder._ctx, ctx_builder._plain_ctx
 -- a body's flow
-for _, k in ipairs { "_step_call", "step", "stepInfo", "sleep", "async", "timer", "all", "race", "await",
+for _, k in ipairs { "_step_call", "step", "stepInfo", "sleep", "pause", "async", "timer", "all", "race", "await",
                      "version", "AbortController", "sortedPairs" } do
   M[k] = flow[k]
 end

@@ -591,9 +591,9 @@ describe("sandbox: yields and calls", function()
         local n = 0
         for i = 1, 10000 do n = n + ctx.agent("count", { message = tostring(i) }) end
         return n
-      ]], nil, ok_reply(1))
+      ]], { memory = 8 * 2 ^ 20, instructions = 4000000, seconds = 5 }, ok_reply(1))
     end)
-    assert.are.equal("done", status)
+    assert.are.equal("done", status, type(v) == "table" and v.message or tostring(v))
     assert.are.equal(10000, v)
     assert.is_true(t < 30, t)
   end)

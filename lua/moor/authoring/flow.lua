@@ -81,6 +81,15 @@ function M.sleep(d)
   if not ok then error(v, 0) end
 end
 
+--- moor.pause(): let the host's loop turn once before the body goes on (for
+-- a body that computes a long time, as the workflow tool's sandbox does).
+-- Not recorded: replay may pause elsewhere, and the run sees the same.
+function M.pause()
+  need_body("moor.pause")
+  local ok, v = engine.op("pause", "pause", nil)
+  if ok == false then error(v, 0) end
+end
+
 --- moor.async(fn, ...) -> future: run fn as a branch of this run.
 function M.async(fn, ...)
   need_body("moor.async")

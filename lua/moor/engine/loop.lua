@@ -8,6 +8,7 @@ local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
 local replay = require "moor.engine.replay"
 local ops = require "moor.engine.ops"
+local sched = require "moor.engine.sched"
 local S = require "moor.engine.state"
 
 local M = {}
@@ -43,6 +44,41 @@ local function commit_and_deliver()
   return true
 end
 
+-- Threads paused by moor.pause go on now that the loop has turned.
+local function release_paused()
+  local later = S.later
+  if #later == 0 then return end
+  S.later = {}
+  for _, th in ipairs(later) do
+    local r = th.run
+    r.paused = r.paused - 1
+    r.nready = r.nready - 1
+    if not r.settled and not th.dead then sched.ready(th, true) end
+  end
+end
+
+-- Hand runs whose paused threads went on the results they held back, one at
+-- a time, running to quiescence after each. Returns whether any was handed.
+local function deliver_held()
+  local holding = S.holding
+  if #holding == 0 then return false end
+  local ready_runs, keep = {}, {}
+  for _, r in ipairs(holding) do
+    if r.paused > 0 then keep[#keep + 1] = r else ready_runs[#ready_runs + 1] = r end
+  end
+  S.holding = keep -- (a run that pauses again while taking them holds the rest anew)
+  for _, r in ipairs(ready_runs) do
+    local h = r.held
+    r.held = nil
+    for i = 1, #h do
+      local x = h[i]
+      replay.deliver(r, x[1], x[2], x[3], x[4])
+      drain()
+    end
+  end
+  return #ready_runs > 0
+end
+
 local ticks = 0
 
 --- Run everything that is ready; returns ms until the next timer (or nil),
@@ -54,10 +90,12 @@ function M.tick()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
   timers.fire_due(now)
+  release_paused()
   local failed = false
   while true do
     drain()
-    local progressed = #S.replaying > 0 and replay.round()
+    local held = deliver_held()
+    local progressed = #S.replaying > 0 and replay.round() or held
     if S.npending > 0 then
       -- A failed commit ends the round: what it took back waits for the retry.
       if not commit_and_deliver() then failed = true; break end
@@ -68,6 +106,7 @@ function M.tick()
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
   local due = timers.next_due()
+  if #S.later > 0 then due = now_ms() end -- a paused thread goes on at the next tick
   ticks = ticks + 1
   if ticks % conf.COMPACT_EVERY == 0 then timers.compact(); due = timers.next_due() end
   local store_error = failed and log.store_error or nil

@@ -97,6 +97,15 @@ local function handle_op(r, th, kind, name, spec)
       f.waiters[#f.waiters + 1] = { th, spec }
     end
     return false
+  elseif kind == "pause" then
+    -- moor.pause(): not an op of the log (no number, no record); the thread
+    -- lets the loop turn once. It counts as ready meanwhile, so neither a
+    -- replayed nor a live result reaches its run first (replay.deliver holds
+    -- them): the run sees what it would have seen without the pause.
+    r.paused = (r.paused or 0) + 1
+    r.nready = r.nready + 1
+    S.later[#S.later + 1] = th
+    return false
   elseif kind == "version" then
     local id = name
     local v = r.versions[id]

@@ -72,6 +72,17 @@ end
 --- Hand a recorded (or replayed) event to run r: op n's result, or a
 -- run-level run.cancel / run.abort.
 function M.deliver(r, n, kind, payload, time)
+  if r.paused and r.paused > 0 then
+    -- A thread of r is paused (moor.pause): the result waits for it.
+    local h = r.held
+    if not h then
+      h = {}
+      r.held = h
+      S.holding[#S.holding + 1] = r
+    end
+    h[#h + 1] = { n, kind, payload, time }
+    return
+  end
   if kind == "run.cancel" then return runs.apply_cancel(r, time) end
   if kind == "run.abort" then
     -- Steering: the call's abort signal aborts (its questions are withdrawn);

@@ -21,6 +21,8 @@ S.runq, S.qhead, S.qtail = {}, 1, 0 -- threads ready to resume (FIFO: determinis
 S.pending, S.npending = {}, 0       -- completions appended, not yet committed
 S.replaying = {}        -- runs still answering ops from their log (array)
 S.io_inflight = 0       -- steps parked on I/O
+S.later = {}            -- threads that paused (moor.pause) until the loop turns once
+S.holding = {}          -- runs holding results back while a thread of theirs is paused
 S.discards = 0          -- failed commits taken back so far (counts kept from the database go stale)
 
 -- These four are false, never nil, when unset: a field set to nil leaves S's
