@@ -333,8 +333,9 @@ env.rawset = function(t, k, v)
 end
 
 -- A metatable in use without a metatable of its own gets SEAL, so that a
--- __gc or __mode added after setmetatable is refused too. (A program that
--- removes the __newindex it was given, then adds __mode, is not stopped.)
+-- __gc or __mode added after setmetatable is refused with a clear error.
+-- (A program that removes the __newindex it was given can add one to its
+-- table, but its objects' real metatables are copies: below.)
 local SEAL = {
   __newindex = function(m, k, v)
     if forbidden_key(k) then error("'__gc' and '__mode' are not allowed in the sandbox", 2) end
@@ -349,15 +350,47 @@ local function guard(m)
   if m ~= SEAL and rawget(m, "__newindex") == nil then rawset(m, "__newindex", SEAL.__newindex) end
 end
 
+-- What an object really gets as its metatable is a copy of the program's,
+-- made when setmetatable is called and never reachable by the program
+-- (getmetatable answers with the program's table, kept under OWN): so no
+-- __gc or __mode can reach a metatable the VM uses, whatever the program
+-- does to its own tables afterwards (SEAL and guard only make the error
+-- clear). A metamethod added to the program's table later is not seen
+-- (lookups through __index = that table are). Copies are shared while the
+-- program's table keeps the same fields.
+local OWN = {}
+local copies = {} -- the program's metatable -> its current copy
+
+local function same_fields(mt, real)
+  local n = 0
+  for k, v in B.next, mt do
+    if forbidden_key(k) or rawget(real, k) ~= v then return false end
+    n = n + 1
+  end
+  for k in B.next, real do if k ~= OWN then n = n - 1 end end
+  return n == 0
+end
+
+local function real_of(mt)
+  local real = copies[mt]
+  if real and same_fields(mt, real) then return real end
+  real = {}
+  for k, v in B.next, mt do if not forbidden_key(k) then rawset(real, k, v) end end
+  rawset(real, OWN, mt)
+  copies[mt] = real
+  return real
+end
+
 env.setmetatable = function(t, mt)
   if type(mt) == "table" and (rawget(mt, "__gc") ~= nil or rawget(mt, "__mode") ~= nil) then
     error("setmetatable: metatables with __gc or __mode are not allowed in the sandbox", 2)
   end
+  local real = type(mt) == "table" and real_of(mt) or mt
   if type(t) == "table" and rawmeta(t) == SEAL then -- t is a metatable in use
-    force_setmetatable(t, mt)
-    if type(mt) == "table" then guard(mt) end
+    force_setmetatable(t, real)
+    if type(real) == "table" then guard(real) end -- (the copy, which the program cannot reach)
   else
-    setmetatable(t, mt)
+    setmetatable(t, real)
   end
   if type(mt) == "table" then
     local m2 = rawmeta(mt)
@@ -367,7 +400,16 @@ env.setmetatable = function(t, mt)
 end
 
 env.getmetatable = function(v)
-  if rawmeta(v) == SEAL then return nil end
+  local m = rawmeta(v)
+  if m == SEAL then return nil end
+  if type(m) == "table" then
+    local own = rawget(m, OWN)
+    if own ~= nil then
+      local protected = rawget(m, "__metatable")
+      if protected ~= nil then return protected end
+      return own
+    end
+  end
   return getmetatable(v)
 end
 

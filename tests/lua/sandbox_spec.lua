@@ -141,6 +141,19 @@ describe("sandbox: the program's world", function()
       "not allowed")
     expect_error("local C = {}; setmetatable({}, C); setmetatable(C, { __index = {} }); C.__gc = print", "runtime",
       "not allowed")
+    -- removing the guard from the program's own metatable of a metatable does not help:
+    -- what the VM uses is a copy the program cannot reach
+    local status0, v0 = run([[
+      local mm = {}
+      local mt = setmetatable({}, mm)
+      local o = setmetatable({}, mt)
+      rawset(mm, "__newindex", nil); mm.__newindex = nil
+      local ok = pcall(function() mt.__mode = "k" end)
+      local ok2 = pcall(function() mt.__gc = function() while true do end end end)
+      return { ok, ok2, rawget(mt, "__mode") == nil and rawget(mt, "__gc") == nil, getmetatable(o) == mt }
+    ]])
+    assert.are.equal("done", status0, type(v0) == "table" and v0.message or nil)
+    assert.are.same({ false, false, true, true }, v0)
     -- a metatable in use still behaves as a table
     local status, v = run([[
       local C = {}; C.__index = C
