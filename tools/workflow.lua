@@ -115,15 +115,40 @@ local function trace_calls(prog, calls)
   end
 end
 
-local function open_sandbox(prog)
-  local sb, serr = moor.sandbox(prog.sbopts)
-  if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
+-- Whether the program's first sandbox opened, recorded: a host failure
+-- (no memory for a new state) is retried under the step policy (3 retries,
+-- 1 s doubling), and a replay waits the same way.
+local opened = moor.step("workflow.open", function(ok, message) return { ok = ok, message = message } end,
+  { retries = 0 })
+
+local function load_program(prog, sb)
   local ok, lerr = sb:load(prog.source, "program")
   if not ok then
     sb:close()
     error(moor.FatalError(lerr.message))
   end
   return sb
+end
+
+local function open_first(prog)
+  for attempt = 1, 4 do
+    local sb, serr = moor.sandbox(prog.sbopts)
+    local rec = opened(sb ~= nil, sb == nil and (serr and serr.message or "cannot open a sandbox") or nil)
+    if rec.ok then
+      if not sb then error("the program's sandbox opened before the restart but cannot open now: "
+        .. tostring(serr and serr.message)) end
+      return load_program(prog, sb)
+    end
+    if sb then sb:close() end
+    if attempt == 4 then error(rec.message) end -- (a host failure: the task fails)
+    moor.sleep(1000 * 2 ^ (attempt - 1))
+  end
+end
+
+local function open_sandbox(prog)
+  local sb, serr = moor.sandbox(prog.sbopts)
+  if not sb then error(serr and serr.message or "cannot open a sandbox") end -- (a host failure)
+  return load_program(prog, sb)
 end
 
 -- An evicted program, run again up to where it was parked.
@@ -193,7 +218,7 @@ return function(opts)
       local sbopts = { seed = math.random(1, 0x7fffffff), slice = true }
       for k, v in pairs(limits) do sbopts[k] = v end
       local prog = { sbopts = sbopts, source = input.lua, history = {}, trace = {}, evicted = false }
-      prog.sb = open_sandbox(prog)
+      prog.sb = open_first(prog)
       -- Closing the program runs its to-be-closed variables (an evicted one
       -- is brought back first), under the budget it has left.
       local _ <close> = setmetatable({}, { __close = function()

@@ -112,3 +112,28 @@ describe("the workflow tool", function()
     assert.is_true((pcall(factory, {})))
   end)
 end)
+
+describe("the workflow tool's host failures", function()
+  it("retries a sandbox that cannot open (recorded, so a replay waits the same), then runs", function()
+    local real_sandbox, real_sleep = moor.sandbox, moor.sleep
+    local fails = 2
+    moor.sandbox = function(...)
+      if fails > 0 then
+        fails = fails - 1
+        return nil, { code = "internal", message = "no memory for a new state" }
+      end
+      return real_sandbox(...)
+    end
+    moor.sleep = function() return real_sleep("1ms") end
+    local ok, out, err, id = pcall(t.call, "wf", { lua = "return 'opened'" })
+    moor.sandbox, moor.sleep = real_sandbox, real_sleep
+    assert.is_true(ok, tostring(out))
+    assert.is_nil(err, err and err.message)
+    assert.are.equal("opened", out.result)
+    local opens = {}
+    for _, e in ipairs(t.events(id)) do
+      if e.kind == "step.result" and e.name == "workflow.open" then opens[#opens + 1] = e.payload.ok end
+    end
+    assert.are.same({ false, false, true }, opens)
+  end)
+end)
