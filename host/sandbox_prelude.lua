@@ -80,6 +80,7 @@ local function uresume(co, ...)
         local g <close> = setmetatable({ co = co }, guard_mt)
         co_yield(PAUSED)
         g.co = nil
+        if co_status(co) ~= "suspended" then return co_resume(co) end -- (closed meanwhile, as above)
       else
         unpause()
       end
@@ -93,6 +94,8 @@ local function uresume(co, ...)
       local g <close> = setmetatable({ co = co }, guard_mt)
       local reply = pack(co_yield(OP, r[3]))
       g.co = nil
+      -- (another task may have closed co meanwhile: it was counted off then)
+      if co_status(co) ~= "suspended" then return co_resume(co) end
       r = pack(co_resume(co, unpack(reply, 1, reply.n)))
     else
       break

@@ -409,6 +409,25 @@ describe("sandbox: memory", function()
     assert.are.equal(5000, v)
   end)
 
+  it("counts a coroutine off once when another task closes it while a task waits in it (no way past the cap)",
+    function()
+      -- task 1 waits on ctx.agent inside C; task 2 closes C; task 1's reply
+      -- then finds C dead: counted off twice, 20 rounds made room for 20 more
+      local status, v = run([[
+        local C
+        for i = 1, 20 do
+          C = coroutine.create(function() ctx.agent("x", { message = "m" }) end)
+          ctx.all{ function() coroutine.resume(C) end, function() coroutine.close(C) end }
+        end
+        local keep = {}
+        for i = 1, 20 do keep[i] = coroutine.create(function() end) end
+        return #keep
+      ]], { coroutines = 8, seconds = 5 }, ok_reply("r"))
+      assert.are.equal("error", status, msg(v))
+      assert.are.equal("limit", v.code)
+      assert.matches("coroutine limit of 8 reached", v.message)
+    end)
+
   it("returns its memory: 1,000 programs leave the allocator and the host at their baseline", function()
     collectgarbage()
     collectgarbage()
