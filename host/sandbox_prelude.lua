@@ -200,7 +200,11 @@ local function step(t, args)
   -- then is the C flag asked)
   if r[1] and (r.n == 1 or r[2] == PAUSED) and paused() and co_status(t.co) == "suspended" then
     unpause()
-    push(t) -- resumed with nothing, it goes on where the hook stopped it
+    -- resumed with nothing, it goes on where the hook stopped it, first: at
+    -- the head of the queue, so where a slice ends changes no order (a
+    -- race's winner, the ids of the calls), and a replay does what live did
+    qh = qh - 1
+    queue[qh] = { t, pack() }
     sliced = true
     return
   end

@@ -52,6 +52,48 @@ describe("slices", function()
     assert.is_true(slices > 1)
   end)
 
+  it("slicing changes no order: a race of two computations and the calls of ctx.all come out as unsliced",
+    function()
+      -- (a replay runs the program again, cut at other places: what it does
+      -- must not depend on where the slices end)
+      local src = [[
+        local function spin(n) local x = 0 for _ = 1, n do x = x + 1 end return x end
+        local w, i = ctx.race{ function() return spin(4e5) end, function() return spin(2e5) end }
+        local r = ctx.all{ function() spin(4e5) return ctx.agent("a", { message = "1" }) end,
+          function() spin(1e5) return ctx.agent("b", { message = "2" }) end }
+        return { w, i, r[1], r[2] }
+      ]]
+      local function go(slice)
+        local sb = assert(core.sandbox_new { slice = slice, seconds = 10, instructions = 2 ^ 40 })
+        assert(sb:load(src, "p"))
+        local kind, v = sb:run()
+        local calls = {}
+        for _ = 1, 100000 do
+          if kind == "slice" then
+            kind, v = sb:resume({})
+          elseif kind == "calls" then
+            local replies = {}
+            for _, c in ipairs(v) do
+              calls[#calls + 1] = c.id .. c.name
+              replies[c.id] = { ok = true, value = c.name }
+            end
+            kind, v = sb:resume(replies)
+          else
+            break
+          end
+        end
+        return kind, v, table.concat(calls, " ")
+      end
+      local k0, v0, c0 = go(nil)
+      local k1, v1, c1 = go(100)
+      assert.are.equal("done", k0)
+      assert.are.same({ 400000, 1, "a", "b" }, v0)
+      assert.are.equal("1a 2b", c0)
+      assert.are.equal(k0, k1)
+      assert.are.same(v0, v1)
+      assert.are.equal(c0, c1)
+    end)
+
   it("without slice, a program runs until it waits or ends", function()
     local sb = assert(core.sandbox_new { seconds = 5 })
     assert(sb:load("local n = 0 for i = 1, 2e6 do n = n + 1 end return n", "p"))
