@@ -129,6 +129,27 @@ describe("slices", function()
   end)
 end)
 
+describe("slices and cancellation", function()
+  support.register("slice_wf_long", factory { maxSubagents = 1, seconds = 20 })
+
+  it("a cancel reaches a program that computes: it is closed and the run ends cancelled at once", function()
+    local id = assert(t.start("slice_wf_long", { lua = [[
+      local x <close> = setmetatable({}, { __close = function() print("closed") end })
+      while true do end
+    ]] }))
+    for _ = 1, 5 do engine.tick(); core.wait(1) end -- computing, slice after slice
+    assert.are.equal("running", engine.run_status(id))
+    local t0 = core.now()
+    assert.is_true(t.cancel(id))
+    while engine.run_status(id) == "running" and core.now() - t0 < 5000 do
+      engine.tick()
+      core.wait(1)
+    end
+    assert.are.equal("cancelled", engine.run_status(id))
+    assert.is_true(core.now() - t0 < 3000, tostring(core.now() - t0))
+  end)
+end)
+
 describe("moor.pause", function()
   local steps = 0
   support.register("pauser", moor.defineWorkflowTool {

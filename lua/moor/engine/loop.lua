@@ -4,6 +4,7 @@
 -- committed events to their listeners. Returns when to call it again.
 local core = require "moor.core"
 local conf = require "moor.conf"
+local errors = require "moor.errors"
 local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
 local replay = require "moor.engine.replay"
@@ -53,7 +54,12 @@ local function release_paused()
     local r = th.run
     r.paused = r.paused - 1
     r.nready = r.nready - 1
-    if not r.settled and not th.dead then sched.ready(th, true) end
+    if th.pause_cancelled then
+      th.pause_cancelled = nil
+      if not r.settled and not th.dead then sched.ready(th, false, errors.Cancelled("the run was cancelled")) end
+    elseif not r.settled and not th.dead then
+      sched.ready(th, true)
+    end
   end
 end
 

@@ -72,8 +72,9 @@ end
 --- Hand a recorded (or replayed) event to run r: op n's result, or a
 -- run-level run.cancel / run.abort.
 function M.deliver(r, n, kind, payload, time)
-  if r.paused and r.paused > 0 then
-    -- A thread of r is paused (moor.pause): the result waits for it.
+  if r.paused and r.paused > 0 and kind ~= "run.cancel" then
+    -- A thread of r is paused (moor.pause): the result waits for it (not a
+    -- cancel: a body that computes in slices would never see it).
     local h = r.held
     if not h then
       h = {}

@@ -158,6 +158,11 @@ function M.apply_cancel(r)
     end
     ready(th, false, errors.Cancelled("the run was cancelled"))
   end
+  -- A thread paused by moor.pause (a computing workflow program) is told
+  -- when it goes on, as a parked op would be now.
+  for _, th in ipairs(S.later) do
+    if th.run == r then th.pause_cancelled = true end
+  end
   -- After the parked ops: the signal's questions were withdrawn above.
   waits.abort(r.signal, "cancelled")
   timers.add(r, now_ms() + conf.CANCEL_GRACE, function()
