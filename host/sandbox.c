@@ -253,6 +253,24 @@ static void sb_hook(lua_State *S, lua_Debug *ar) {
   }
 }
 
+/* Work a C helper did in one call (n steps, each charged as an
+ * instruction): the hook counts only VM instructions, so a helper whose cost
+ * grows with its table (next scans it) checks the limits itself, and its
+ * kill is the hook's, sticky. */
+static void sb_charge(lua_State *S, long long n) {
+  sandbox *sb = sb_of(S);
+  if (!sb->kill) {
+    sb->instr_used += n;
+    if (sb->instr_used > sb->instr_limit) sb_kill(sb, KILL_INSTRUCTIONS);
+    else if (mono_ns() > sb->deadline_ns) sb_kill(sb, KILL_TIME);
+  }
+  if (sb->kill) {
+    lua_sethook(S, sb_hook, LUA_MASKCOUNT, 1);
+    lua_pushstring(S, sb->killmsg);
+    lua_error(S);
+  }
+}
+
 /* Around every entry into S: its clock runs only between these. */
 static void sb_enter(sandbox *sb) {
   sb->entered_ns = mono_ns();
@@ -391,9 +409,11 @@ static int sb_next(lua_State *S) {
   if (have_cur && !key_read(S, 2, &cur)) return bad_key(S, "next", 2);
   lua_pushnil(S); /* 3: best key so far */
   int have_best = 0;
+  long long scanned = 0;
   lua_pushnil(S);
   while (lua_next(S, 1)) {
     lua_pop(S, 1);
+    scanned++;
     if (!key_read(S, -1, &k)) return bad_key(S, "next", -1);
     if ((!have_cur || key_cmp(&k, &cur) > 0) && (!have_best || key_cmp(&k, &best) < 0)) {
       lua_copy(S, -1, 3);
@@ -401,6 +421,7 @@ static int sb_next(lua_State *S) {
       have_best = 1;
     }
   }
+  sb_charge(S, scanned);
   if (!have_best) {
     lua_pushnil(S);
     return 1;

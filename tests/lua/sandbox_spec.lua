@@ -255,6 +255,39 @@ describe("sandbox: CPU", function()
     assert.is_true(t < 2, t)
   end)
 
+  it("stops a library call whose work grows without the VM running: table.move of nils, next over a big table",
+    function()
+      local t, err = elapsed(function()
+        return expect_error("table.move({}, 1, 2^52, 1) return 'moved'", "limit", nil,
+          { instructions = 2 ^ 50, seconds = 0.3 })
+      end)
+      assert.are.equal("time limit of 0.3 s reached", err.message)
+      assert.is_true(t < 2, t)
+      t, err = elapsed(function()
+        return expect_error("local t = {} for i = 1, 2e5 do t['k' .. i] = i end "
+          .. "local n = 0 for _ in next, t do n = n + 1 end return n", "limit", nil,
+          { instructions = 2 ^ 50, seconds = 0.5 })
+      end)
+      assert.are.equal("time limit of 0.5 s reached", err.message)
+      assert.is_true(t < 3, t)
+      -- next's scan is charged as instructions
+      expect_error("local t = {} for i = 1, 3000 do t[i] = i end local n = 0 for _ in next, t do n = n + 1 end",
+        "limit", "instruction limit")
+      -- table.move still moves (overlapping, to another table, with metamethods)
+      local status, v = run([[
+        local a = table.move({ 1, 2, 3, 4, 5 }, 1, 3, 2)
+        local b = table.move({ 1, 2, 3 }, 1, 3, 3, { 9 })
+        local seen = {}
+        local c = table.move(setmetatable({}, { __index = function(_, k) return k * 10 end }), 1, 2, 1,
+          setmetatable({}, { __newindex = function(t, k, x) rawset(t, k, x + 1) end }))
+        local ok, e = pcall(table.move, {}, 1, math.maxinteger, 2)
+        return { a, b, c, ok, e }
+      ]])
+      assert.are.equal("done", status, msg(v))
+      assert.are.same({ { 1, 1, 2, 3, 5 }, { 9, nil, 1, 2, 3 }, { 11, 21 }, false,
+        "bad argument #4 to 'move' (destination wrap around)" }, v)
+    end)
+
   it("cannot be swallowed by pcall, xpcall handlers or __close", function()
     expect_error("pcall(function() while true do end end) return 'escaped'", "limit", "instruction limit")
     expect_error("while true do pcall(function() while true do end end) end", "limit", "instruction limit")
