@@ -431,12 +431,41 @@ env.table.sort = C.sort -- stable and deterministic (Lua's picks random pivots)
 -- own is one C loop the hook cannot stop, and moving nils costs no memory
 -- (table.move({}, 1, 2^50, 1) ran past every limit).
 local maxint, tointeger, tonumber = M.maxinteger, M.tointeger, B.tonumber
-local function int_arg(v, i)
+local function int_arg(v, i, fname)
   local n = tointeger(tonumber(v) or v)
   if n == nil then
-    error(format("bad argument #%d to 'move' (number has no integer representation)", i), 3)
+    error(format("bad argument #%d to '%s' (number has no integer representation)", i, fname or "move"), 3)
   end
   return n
+end
+-- table.insert and table.remove shift #t elements in one C loop, and #t is
+-- what __len says (2^50: a hang): for a table with a metatable, Lua here.
+local tinsert, tremove, ult = T.insert, T.remove, M.ult
+env.table.insert = function(t, ...)
+  if type(t) ~= "table" or rawmeta(t) == nil then tinsert(t, ...) return end
+  local nargs = select("#", ...)
+  local e = #t + 1
+  local pos, v = e, ...
+  if nargs == 2 then
+    pos, v = int_arg(..., 2, "insert"), select(2, ...)
+    if not ult(pos - 1, e) then error("bad argument #2 to 'insert' (position out of bounds)", 2) end
+    for i = e, pos + 1, -1 do t[i] = t[i - 1] end
+  elseif nargs ~= 1 then
+    error("wrong number of arguments to 'insert'", 2)
+  end
+  t[pos] = v
+end
+env.table.remove = function(t, ...)
+  if type(t) ~= "table" or rawmeta(t) == nil then return (tremove(t, ...)) end
+  local size = #t
+  local pos = size
+  if select("#", ...) > 0 and (...) ~= nil then pos = int_arg(..., 2, "remove") end
+  if pos ~= size and ult(size, pos - 1) then error("bad argument #2 to 'remove' (position out of bounds)", 2) end
+  local v = t[pos]
+  for i = pos, size - 1 do t[i] = t[i + 1] end
+  if pos < size then pos = size end
+  t[pos] = nil
+  return v
 end
 env.table.move = function(a1, f, e, t, a2)
   if type(a1) ~= "table" then error(format("bad argument #1 to 'move' (table expected, got %s)", type(a1)), 2) end

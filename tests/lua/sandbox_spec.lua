@@ -270,6 +270,14 @@ describe("sandbox: CPU", function()
       end)
       assert.are.equal("time limit of 0.5 s reached", err.message)
       assert.is_true(t < 3, t)
+      for _, call in ipairs { "table.insert(t, 1, 0)", "table.remove(t, 1)" } do
+        t, err = elapsed(function()
+          return expect_error("local t = setmetatable({}, { __len = function() return 2^50 end }) " .. call
+            .. " return 'shifted'", "limit", nil, { instructions = 2 ^ 50, seconds = 0.3 })
+        end)
+        assert.are.equal("time limit of 0.3 s reached", err.message)
+        assert.is_true(t < 2, t)
+      end
       -- next's scan is charged as instructions
       expect_error("local t = {} for i = 1, 3000 do t[i] = i end local n = 0 for _ in next, t do n = n + 1 end",
         "limit", "instruction limit")
@@ -281,11 +289,20 @@ describe("sandbox: CPU", function()
         local c = table.move(setmetatable({}, { __index = function(_, k) return k * 10 end }), 1, 2, 1,
           setmetatable({}, { __newindex = function(t, k, x) rawset(t, k, x + 1) end }))
         local ok, e = pcall(table.move, {}, 1, math.maxinteger, 2)
-        return { a, b, c, ok, e }
+        -- insert and remove on a table with a metatable, as Lua's
+        local d = setmetatable({ 1, 2, 3 }, {})
+        table.insert(d, 1, 0)
+        table.insert(d, 9)
+        local r1, r2, r3 = table.remove(d, 1), table.remove(d), table.remove(d, #d + 1)
+        local ok2, e2 = pcall(table.insert, d, 7, 1)
+        local ok3, e3 = pcall(table.remove, d, 9)
+        return { a, b, c, ok, e, d, { r1, r2, r3 }, { ok2, e2, ok3, e3 } }
       ]])
       assert.are.equal("done", status, msg(v))
       assert.are.same({ { 1, 1, 2, 3, 5 }, { 9, nil, 1, 2, 3 }, { 11, 21 }, false,
-        "bad argument #4 to 'move' (destination wrap around)" }, v)
+        "bad argument #4 to 'move' (destination wrap around)", { 1, 2, 3 }, { 0, 9 },
+        { false, "bad argument #2 to 'insert' (position out of bounds)", false,
+          "bad argument #2 to 'remove' (position out of bounds)" } }, v)
     end)
 
   it("cannot be swallowed by pcall, xpcall handlers or __close", function()
