@@ -63,6 +63,7 @@ build = {
     ["moor.engine.inspect"] = "lua/moor/engine/inspect.lua",
     ["moor.errors"] = "lua/moor/errors.lua",
     ["moor.fence"] = "lua/moor/fence.lua",
+    ["moor.harness.teach"] = "lua/moor/harness/teach.lua",
     ["moor.host"] = "lua/moor/host.lua",
     ["moor.http"] = "lua/moor/http.lua",
     ["moor.http.status"] = "lua/moor/http/status.lua",
