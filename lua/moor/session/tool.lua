@@ -158,6 +158,30 @@ local function session_body(input, ctx)
     state.steers[#state.steers + 1] = d.message
   end
 
+  -- One turn, for message d or (d nil) for what a task sent; its outcome
+  -- answers d's sender and the messages that joined the turn, and a failed
+  -- (or cancelled) turn stops the tasks working for it.
+  local function take_turn(d)
+    turns = turns + 1
+    local turn_id = ("turn_%d"):format(turns)
+    if d then transcript[#transcript + 1] = { role = "user", content = d.message } end
+    local ok, outcome = pcall(run_turn, agent, transcript, turn_id, ctx.runId, counter, state, d and d.outputSchema)
+    local replies = state.joined
+    state.joined = {}
+    if d and d.replyTo then table.insert(replies, 1, d.replyTo) end
+    if not ok then
+      -- A cancelled turn answers its senders "waiting" (neither message nor
+      -- error), then the cancel goes on.
+      for _, to in ipairs(replies) do pcall(deliver_step, to, { status = "waiting" }) end
+      error(outcome, 0)
+    end
+    if outcome.status == "failed" or outcome.cancelled then
+      state.tasks:cancel_turn(turn_id)
+      outcome.cancelled = nil
+    end
+    for _, to in ipairs(replies) do deliver_step(to, outcome) end
+  end
+
   while true do
     local d = table.remove(queued, 1)
     local published = d ~= nil
@@ -165,41 +189,14 @@ local function session_body(input, ctx)
       d = flow.await(state.next_delivery())
       state.take_delivery()
     end
-    local woke = false
     if type(d) == "table" and type(d.task) == "table" then
       -- A task's result waits for the next turn; its message starts one.
-      woke = state.tasks:on_event(d.task)
-    end
-    if woke then
-      turns = turns + 1
-      local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter, state)
-      if not ok then error(outcome, 0) end
-      if outcome.status == "failed" or outcome.cancelled then state.tasks:cancel_turn(("turn_%d"):format(turns)) end
+      if state.tasks:on_event(d.task) then take_turn(nil) end
     elseif type(d) == "table" and type(d.message) == "string" then
       if not published then
         engine.publish("message.received", { role = "user", text = d.message })
       end
-      if published or not answer_step(pending_runs(), d.message, d.turnPolicy == "join") then
-        turns = turns + 1
-        transcript[#transcript + 1] = { role = "user", content = d.message }
-        local ok, outcome = pcall(run_turn, agent, transcript, ("turn_%d"):format(turns), ctx.runId, counter,
-          state, d.outputSchema)
-        local replies = state.joined
-        state.joined = {}
-        if d.replyTo then table.insert(replies, 1, d.replyTo) end
-        if not ok then
-          -- A cancelled turn answers its senders "waiting" (neither message nor
-          -- error), then the cancel goes on.
-          for _, to in ipairs(replies) do pcall(deliver_step, to, { status = "waiting" }) end
-          error(outcome, 0)
-        end
-        -- A failed (or cancelled) turn stops the tasks working for it.
-        if outcome.status == "failed" or outcome.cancelled then
-          state.tasks:cancel_turn(("turn_%d"):format(turns))
-          outcome.cancelled = nil
-        end
-        for _, to in ipairs(replies) do deliver_step(to, outcome) end
-      end
+      if published or not answer_step(pending_runs(), d.message, d.turnPolicy == "join") then take_turn(d) end
     end
   end
 end
