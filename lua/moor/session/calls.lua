@@ -148,16 +148,13 @@ local function run_call(call, session_id, state, turn_id)
     msg.content, msg.isError = ("unknown tool '%s'"):format(tostring(call.name)), true
     return msg
   end
-  local input = call.input
-  if tool.entry == "serve" and type(input) == "table" and input.taskId == json.null then
-    -- ("taskId": null, as strict JSON modes send for an absent field: a new task)
-    input = {}
-    for k, v in pairs(call.input) do if k ~= "taskId" then input[k] = v end end
-    call = { id = call.id, name = call.name, input = input }
-  end
+  -- A serve tool's taskId is moor's, not the tool's: the rest is its input
+  -- ("taskId": null, as strict JSON modes send for an absent field, is none).
+  local input, task_id = call.input, nil
   if tool.entry == "serve" and type(input) == "table" and input.taskId ~= nil then
-    -- (taskId is moor's, not the tool's: the rest is checked against inputSchema)
-    if type(input.taskId) ~= "string" then
+    task_id = input.taskId
+    if task_id == json.null then task_id = nil end
+    if task_id ~= nil and type(task_id) ~= "string" then
       msg.content, msg.isError = "input refused: taskId must be a string (a task id from a receipt)", true
       return msg
     end
@@ -179,7 +176,7 @@ local function run_call(call, session_id, state, turn_id)
   if tool.shape.lifetime == "task" then
     -- The other column: a task. Its tool result is the receipt, at once;
     -- its result comes later, at a step boundary (session/tasks.lua).
-    local receipt, code, emsg = state.tasks:call(call, tool, registered, turn_id)
+    local receipt, code, emsg = state.tasks:call(call, tool, registered, turn_id, input, task_id)
     if receipt then
       msg.content = receipt
       engine.publish("action.result", { callId = call.id, toolName = call.name, output = { status = "working",

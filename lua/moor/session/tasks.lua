@@ -81,16 +81,12 @@ local function too_many()
   return nil, "TOO_MANY_TASKS", text.too_many(conf.MAX_TASKS)
 end
 
---- A model's call of task-lifetime tool `tool` (registered as `registered`):
--- without input.taskId it starts a task, with one (a serve tool) it is sent
--- to that task. Returns the receipt and the task id, or nil, code, message.
-function Tasks:call(call, tool, registered, turn_id)
-  local input = call.input
-  if tool.entry == "serve" and type(input) == "table" and input.taskId ~= nil then
-    local copy = {}
-    for k, v in pairs(input) do if k ~= "taskId" then copy[k] = v end end
-    return self:send(call, copy, input.taskId, turn_id)
-  end
+--- A model's call of task-lifetime tool `tool` (registered as `registered`)
+-- with its input (a serve tool's taskId taken out, as task_id): without a
+-- task_id it starts a task, with one it is sent to that task. Returns the
+-- receipt and the task id, or nil, code, message.
+function Tasks:call(call, tool, registered, turn_id, input, task_id)
+  if task_id ~= nil then return self:send(call, input, task_id, turn_id) end
   if self.nworking >= conf.MAX_TASKS then return too_many() end
   local id
   repeat id = engine.task_id(call.name, math.random) until not self.byid[id] -- (math.random: the run's, replayed)
