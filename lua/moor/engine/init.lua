@@ -78,7 +78,8 @@ function M.publish(kind, payload)
 end
 
 -- runs
-M.call, M.cancel, M.steer, M.task_id = runs.call, runs.cancel, runs.steer, runs.task_id
+M.call, M.cancel, M.steer, M.task_id, M.TASK_ALPHABET = runs.call, runs.cancel, runs.steer, runs.task_id,
+  runs.TASK_ALPHABET
 M.resume_all, M.reload = replay.resume_all, replay.reload
 M.tick = loop.tick
 M.subscribe = log.subscribe

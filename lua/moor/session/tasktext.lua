@@ -1,5 +1,5 @@
 --- Every text the model reads about tasks (issue 9), word for word as eve's:
--- task ids, receipts, the <task_result> message with its shared budget,
+-- receipts (task ids are the engine's: engine.task_id), the <task_result> message with its shared budget,
 -- moor__task_wait's and moor__task_cancel's answers, the TOO_MANY_TASKS and
 -- UNKNOWN_TASK messages, the [Tasks] context note and what a serve tool adds
 -- to its input schema and description. Pure functions of their arguments: no
@@ -17,28 +17,12 @@ local tonumber = tonumber
 local getmetatable = getmetatable
 local setmetatable = setmetatable
 
-M.ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 M.MAX_BYTES = 50 * 1024   -- one task.result message, tags included
 M.MAX_LINES = 2000
 M.MAX_IDLE = 10           -- idle tasks listed by the [Tasks] note
 M.TRUNCATED = "[truncated]"
 M.SERVE_SENTENCE = "To send more input to a task this tool started, pass its taskId;"
   .. " leave taskId out to start a new task."
-
-local ALPHABET = M.ALPHABET
-local ID_CHARS = 6
-
---- tool .. "-" .. 6 characters of ALPHABET; rand(n) returns an integer in
--- 1..n (math.random, which a workflow body replays, keeps the id stable).
-function M.task_id(tool, rand)
-  local n = #ALPHABET
-  local out = {}
-  for i = 1, ID_CHARS do
-    local r = rand(n)
-    out[i] = ALPHABET:sub(r, r)
-  end
-  return tool .. "-" .. concat(out)
-end
 
 --- The tool result of a task call. serve_tool (the tool's name) adds how to
 -- send the task another message.
