@@ -1,13 +1,17 @@
 /* moor.core's OS helpers: directory listings (the agent loader), hashes
  * (FNV-1a for a tool's source, SHA-256 for approvals), the kernel's random
- * bytes and the process id. */
+ * bytes, the process id, and the few file-system calls Lua lacks (the
+ * harness agents' directories: mkdir, chmod, rmdir, realpath). */
 #include "host.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* listdir(dir) -> sorted names (no dot entries) | nil, err */
@@ -95,6 +99,49 @@ static int l_getpid(lua_State *L) {
   return 1;
 }
 
+/* true, or nil and "<path>: <strerror>" (and the errno name's number) */
+static int fs_result(lua_State *L, int rc, const char *path) {
+  if (rc == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  int e = errno;
+  lua_pushnil(L);
+  lua_pushfstring(L, "%s: %s", path, strerror(e));
+  lua_pushinteger(L, e);
+  return 3;
+}
+
+/* mkdir(path, mode) -> true | nil, err, errno (mode as given: no umask) */
+static int l_mkdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  mode_t mode = (mode_t)luaL_checkinteger(L, 2);
+  if (mkdir(path, mode) != 0) return fs_result(L, -1, path);
+  return fs_result(L, chmod(path, mode), path);
+}
+
+/* chmod(path, mode) -> true | nil, err, errno */
+static int l_chmod(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  return fs_result(L, chmod(path, (mode_t)luaL_checkinteger(L, 2)), path);
+}
+
+/* rmdir(path) -> true | nil, err, errno */
+static int l_rmdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  return fs_result(L, rmdir(path), path);
+}
+
+/* realpath(path) -> the absolute path | nil, err */
+static int l_realpath(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  char buf[PATH_MAX];
+  if (!realpath(path, buf)) return fs_result(L, -1, path);
+  lua_pushstring(L, buf);
+  return 1;
+}
+
 const luaL_Reg moor__core_os_fns[] = {
+  {"mkdir", l_mkdir}, {"chmod", l_chmod}, {"rmdir", l_rmdir}, {"realpath", l_realpath},
   {"listdir", l_listdir}, {"hash", l_hash}, {"sha256", l_sha256}, {"random_bytes", l_random_bytes},
   {"getpid", l_getpid}, {NULL, NULL}};

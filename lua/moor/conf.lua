@@ -21,7 +21,11 @@ local function max_result(env)
 end
 
 M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT")) -- bytes of JSON a result, answer or snapshot may hold
-M.HARNESS_TOOL_MAX_RESULT = 64 * 1024 -- seed 001's cap on a harness agent's tool result (not built yet)
+
+-- harness agents (lua/moor/harness/; the launcher's limits are moor.harness.teach's LIMITS)
+M.HARNESS_TOOL_MAX_RESULT = 64 * 1024  -- bytes of a harness tool's result as JSON (seed 001)
+M.HARNESS_TURN_TIMEOUT = 30 * 60000    -- ms: a turn's deadline when agent:run names no timeout
+M.HARNESS_EXIT_GRACE = 10000           -- ms a harness may take to exit after its answer was accepted
 M.MAX_DURATION = (1 << 53) - 1        -- ms: the longest sleep, timer or backoff (due = now + it stays exact)
 M.CANCEL_GRACE = 30000                -- ms a cancelled run's cleanup may take before it ends as cancelled
 M.DEFAULT_PORT = core.default_port    -- moor dev's port when --listen names none (MOOR_DEFAULT_PORT, host/moorconf.h)

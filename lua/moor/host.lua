@@ -15,6 +15,7 @@ local session = require "moor.session"
 local loader = require "moor.loader"
 local testrunner = require "moor.testrunner"
 local terminal = require "moor.terminal"
+local harness_host = require "moor.harness.host"
 
 local M = setmetatable({}, { __index = engine })
 
@@ -24,6 +25,14 @@ local api = http.with_status
 function M.answer(req_id, answer, bound) return api(engine.answer(req_id, answer, bound)) end
 function M.answer_line(req_id, line) return api(engine.answer_line(req_id, line)) end
 function M.cancel(run_id) return api(engine.cancel(run_id)) end
+
+--- Load every unfinished run (moor_resume_all): harness agents' turns a
+-- restart cut end as interrupted first, so their runs replay into that.
+function M.resume_all()
+  local ok, err = harness_host.recover()
+  if not ok then return nil, err end
+  return engine.resume_all()
+end
 
 --- Load the agent project in dir (tools/, agent.lua, subagents/).
 function M.load_agent(dir) return loader.load(dir, engine) end

@@ -21,6 +21,7 @@
 --                          version, sortedPairs, AbortController
 --   authoring/world.lua    hooks, webhooks and moor.fetch
 --   authoring/outputs.lua  approval, toolOutput, toolOutputPart
+--   harness/init.lua       moor.harness: agents in their own harness (seed 001)
 -- The loader, moor.session and moor.testing require these parts, never this
 -- face (no file under lua/ does: tests/e2e/test_layout.sh), so the face can
 -- require the loader and moor.testing at the top without a cycle.
@@ -34,6 +35,8 @@ local ctx_builder = require "moor.authoring.ctx"
 local flow = require "moor.authoring.flow"
 local world = require "moor.authoring.world"
 local outputs = require "moor.authoring.outputs"
+local harness = require "moor.harness"
+local harness_host = require "moor.harness.host"
 local loader = require "moor.loader"
 local testing = require "moor.testing"
 
@@ -53,6 +56,9 @@ local M = {
   sandbox = core.sandbox_new,
   --- moor.sha256(s): the hex SHA-256 of s.
   sha256 = core.sha256,
+  --- moor.harness.open{...}, moor.harness.tool{...}: coding agents in their
+  -- own harness calling the workflow's tools (lua/moor/harness/init.lua).
+  harness = { open = harness.open, tool = harness.tool },
 }
 
 -- definitions (defineTool, defineWorkflowTool, defineAgent, disableTool, ...)
@@ -95,8 +101,13 @@ function M.load(dir)
   return loader.load(dir, engine)
 end
 
---- moor.resume(): load every unfinished run from the database.
-function M.resume() return engine.resume_all() end
+--- moor.resume(): load every unfinished run from the database (harness
+-- agents' turns a restart cut end as interrupted first).
+function M.resume()
+  local ok, err = harness_host.recover()
+  if not ok then return nil, err end
+  return engine.resume_all()
+end
 
 --- moor.tick() -> ms until the next timer | nil: run what is ready, for a
 -- host that owns its loop (a game's frame).

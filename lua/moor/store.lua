@@ -213,4 +213,23 @@ function M.insert_delivery(token, run_id, payload, t, last)
   return n
 end
 
+---------------------------------------------------------------------------
+-- harness agents' turns with a live process (lua/moor/harness/host.lua)
+
+--- Record that turn n of a harness agent's hook token runs process pid.
+function M.insert_harness_turn(token, n, pid, pstart, dir, t)
+  return exec("INSERT OR REPLACE INTO harness_turns(token, turn, pid, pstart, dir, created) VALUES(?,?,?,?,?,?)",
+    token, n, pid, pstart, dir, t)
+end
+
+--- The turn's process is gone.
+function M.delete_harness_turn(token, n)
+  return exec("DELETE FROM harness_turns WHERE token=? AND turn=?", token, n)
+end
+
+--- Every recorded turn, as rows { token, turn, pid, pstart, dir }.
+function M.harness_turns()
+  return query("SELECT token, turn, pid, pstart, dir FROM harness_turns ORDER BY created, token, turn")
+end
+
 return M

@@ -14,6 +14,7 @@ local store = require "moor.store"
 local core = require "moor.core"
 local json = require "moor.json"
 local loader = require "moor.loader"
+local harness_host = require "moor.harness.host"
 
 local M = {}
 
@@ -95,8 +96,73 @@ function M.inputs(id)
   return out
 end
 
---- Answer a question as the HTTP API would: true or nil, status, code, message.
-function M.answer(...) return http_status.with_status(engine.answer(...)) end
+--- Answer a question as the HTTP API would: true or nil, status, code,
+-- message. Given a function instead, t.answer(function(turn) ... end) is a
+-- scripted harness agent for t.workflow (seed 001 "Testing a tool").
+function M.answer(a, ...)
+  if type(a) == "function" then return { kind = "harness-script", fn = a } end
+  return http_status.with_status(engine.answer(a, ...))
+end
+
+local REPLY = harness_host.REPLY
+local function reply(reason, error_message)
+  return setmetatable({ reason = reason, error = error_message }, REPLY)
+end
+
+--- A scripted turn's other endings: return one from t.answer's function, or
+-- give one in place of it (agents = { reviewer = t.reply.timedOut() }).
+M.reply = {
+  timedOut = function() return reply("timed-out") end,
+  failed = function(message) return reply("failed", message or "the scripted harness failed") end,
+  silent = function() return reply("unanswered") end,
+  interrupted = function() return reply("interrupted") end,
+  cancelled = function() return reply("cancelled") end,
+}
+
+--- Run a workflow tool with its harness agents replaced by scripts:
+-- t.workflow(tool, input, { agents = { reviewer = t.answer(function(turn) ... end) } })
+-- -> { value, error, runId, status }. A script's turn has prompt, schema and
+-- turn.tool(name, input?), which goes through the checks and the handler a
+-- real call does: { kind = "result", output } | { kind = "refused", code,
+-- error } | { kind = "failed", outcome = "failed", error }. What the function
+-- returns is the turn's answer (checked against the turn's schema).
+-- opts.timeout: ms the run may take (60000).
+function M.workflow(tool, input, opts)
+  opts = opts or {}
+  local scripts = {}
+  for key, a in pairs(opts.agents or {}) do
+    if type(a) == "table" and a.kind == "harness-script" then
+      scripts[key] = a.fn
+    elseif getmetatable(a) == REPLY then
+      scripts[key] = function() return a end
+    else
+      error(("moor.testing.workflow: agents.%s must be t.answer(function(turn) ... end) or a t.reply.*()")
+        :format(tostring(key)), 2)
+    end
+  end
+  local name = resolve(tool)
+  harness_host.script(scripts)
+  local id, err, code = engine.call(name, json.encode(input == nil and {} or input), opts.call)
+  if not id then
+    harness_host.script(nil)
+    return { error = { code = code, message = err } }
+  end
+  local deadline = core.mono() + (opts.timeout or 60000) * 1000
+  while core.mono() < deadline do
+    local due = engine.tick()
+    if engine.run_status(id) ~= "running" then break end
+    if harness_host.busy() then
+      core.wait(math.min(due or 5, 5))
+    elseif due and due <= 2000 then
+      core.wait(due)
+    else
+      break
+    end
+  end
+  harness_host.script(nil)
+  local v, e = M.outcome(id)
+  return { value = v, error = e, runId = id, status = engine.run_status(id) }
+end
 --- Cancel a run as the HTTP API would.
 function M.cancel(id) return http_status.with_status(engine.cancel(id)) end
 --- Deliver to a hook or webhook as the HTTP API would: its kind and

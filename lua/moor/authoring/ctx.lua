@@ -129,7 +129,7 @@ function M._ctx(f)
   --- ctx.ask(request [, { signal }]) -> { status = "answered", optionId?, text? }
   --   | { status = "cancelled" } | { status = "unavailable" }
   ctx.ask = function(request, opts)
-    flow.need_body("ctx.ask")
+    flow.need_wait("ctx.ask")
     local clean = check_request(request)
     -- (askSignal: a serve body's, withdrawn when a reply settles the calls)
     local signals = { ctx.abortSignal, rawget(ctx, "askSignal") }

@@ -70,13 +70,25 @@ local function need_body(what)
 end
 M.need_body = need_body
 
+--- need_body, and the thread may wait on the world: a harness tool's handler
+-- may not (seed 001 "What a handler can't do": its agent waits for it).
+local function need_wait(what)
+  if not engine.in_body() then
+    error(what .. " belongs in a workflow body (defineWorkflowTool's execute), not in a step or plain code", 3)
+  end
+  local why = engine.waits_refused()
+  if why then error(what .. " can't wait in " .. why .. ": the agent that called it waits for its answer, "
+    .. "so a handler may run steps (and other agents) but not sleep, race or wait on hooks or questions", 3) end
+end
+M.need_wait = need_wait
+
 --- Durable sleep: parks the run without holding compute; survives restarts.
 function M.sleep(d)
   -- parse, not check: a frame less at the deepest point of a run that parks
   -- here, which keeps its coroutine within Lua's first stack (issue 7 bench)
   local ms, err = duration.parse(d)
   if not ms then error(err, 2) end
-  need_body("moor.sleep")
+  need_wait("moor.sleep")
   local ok, v = engine.op("sleep", "sleep", { ms = ms })
   if not ok then error(v, 0) end
 end
@@ -100,7 +112,7 @@ end
 --- A future that settles (with nil) after d: for moor.race.
 function M.timer(d)
   local ms = duration.check(d, 2)
-  need_body("moor.timer")
+  need_wait("moor.timer")
   return engine.async(M.sleep, ms)
 end
 
@@ -125,21 +137,21 @@ end
 
 --- Wait for every future; returns their values as an array (raises the first error).
 function M.all(futures)
-  need_body("moor.all")
+  need_wait("moor.all")
   check_futures(futures, "moor.all")
   return (wait("all", futures))
 end
 
 --- Wait for the first future to settle; returns its value and its index.
 function M.race(futures)
-  need_body("moor.race")
+  need_wait("moor.race")
   check_futures(futures, "moor.race")
   return wait("race", futures)
 end
 
 --- Wait for one future.
 function M.await(f)
-  need_body("moor.await")
+  need_wait("moor.await")
   check_futures({ f }, "moor.await")
   return (wait("await", { f }))
 end

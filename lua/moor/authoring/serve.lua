@@ -131,7 +131,7 @@ function M.body(serve_fn)
 
     --- receive() -> { input, callId, abortSignal }
     local function receive()
-      flow.need_body("receive()")
+      flow.need_wait("receive()")
       if first then
         local c = first
         first = nil

@@ -8,7 +8,7 @@ local core = require "moor.core"
 local fetch_core = require "moor.fetch.core" -- registered by moor.core (host/core.c)
 local flow = require "moor.authoring.flow"
 
-local need_body = flow.need_body
+local need_wait = flow.need_wait
 
 local M = {}
 
@@ -28,7 +28,7 @@ Hook.__index = Hook
 --- hook:await(): park the run until the next delivery; returns its payload
 -- (a hook) or a request { method, headers, body, query, :json() } (a webhook).
 function Hook.await(self)
-  need_body("hook:await")
+  need_wait("hook:await")
   local ok, v = engine.op("hook.await", "await", { token = self.token })
   if not ok then error(v, 0) end
   if self.kind == "webhook" then return setmetatable(v, Request) end
@@ -38,7 +38,7 @@ end
 --- hook:poll(): the next delivery if one is already waiting, else nil; it
 -- never parks the run (a durable op all the same: replay gives the same).
 function Hook.poll(self)
-  need_body("hook:poll")
+  need_wait("hook:poll")
   local ok, v = engine.op("hook.poll", "poll", { token = self.token })
   if not ok then error(v, 0) end
   local d = v.delivery
@@ -63,7 +63,7 @@ end
 --- moor.createHook{ token? }: a hook resumed by moor.resumeHook(token, payload)
 -- or POST /v1/hooks/{token}. Give a token for a deterministic one.
 function M.createHook(opts)
-  need_body("moor.createHook")
+  need_wait("moor.createHook")
   opts = opts or {}
   if opts.token ~= nil and (type(opts.token) ~= "string" or #opts.token > 200 or not opts.token:match(TOKEN_RULE)) then
     error("moor.createHook: token must be 1-200 letters, digits or . _ : -", 2)
@@ -78,7 +78,7 @@ local FRAMING = { ["content-length"] = true, ["transfer-encoding"] = true, conne
 -- with a 32-byte random token. respondWith = { status, headers, body } answers
 -- each delivery (default 202 {"ok":true}).
 function M.createWebhook(opts)
-  need_body("moor.createWebhook")
+  need_wait("moor.createWebhook")
   opts = opts or {}
   local rw = opts.respondWith
   if rw ~= nil then

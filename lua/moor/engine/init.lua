@@ -60,6 +60,11 @@ M.random = runs.random
 function M.in_body() return S.in_body end
 function M.current() return S.in_body and S.current_run or nil end
 function M.step_info() return S.step_info or nil end
+--- The body thread executing now may not wait on the world (a harness
+-- tool's handler: seed 001 "What a handler can't do"): why, or false to lift it.
+function M.refuse_waits(why) local th = S.current_thread; if th then th.no_wait = why end end
+--- Why the body thread executing now may not wait, or nil.
+function M.waits_refused() local th = S.current_thread; return th and th.no_wait or nil end
 
 --- From a body: publish an event on the run's stream (a session's
 -- message.*, turn.*, action.result). Not an op: a replayed body publishes
@@ -83,6 +88,9 @@ M.call, M.cancel, M.steer, M.task_id, M.TASK_ALPHABET = runs.call, runs.cancel, 
 M.resume_all, M.reload = replay.resume_all, replay.reload
 M.tick = loop.tick
 M.subscribe = log.subscribe
+--- fn(runId) is called when a run ends (completed, failed or cancelled; not
+-- when it is only dropped from memory to be replayed).
+function M.on_run_end(fn) S.on_end[#S.on_end + 1] = fn end
 
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs
@@ -91,6 +99,9 @@ M.deliver, M.post = waits.deliver, waits.post
 -- reading runs
 M.events, M.run_info, M.run_status = inspect.events, inspect.run_info, inspect.run_status
 M.run_details, M.list_runs, M.list_events = inspect.run_details, inspect.list_runs, inspect.list_events
+
+--- Commit what is still open: true, or nil and the cause.
+M.commit = log.commit
 
 --- Commit what is still open (before the host exits); raises when it cannot.
 function M.shutdown()

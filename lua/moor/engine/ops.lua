@@ -180,9 +180,9 @@ function M.resume_thread(th)
   local x1, x2, x3 = th.ok, th.v1, th.v2
   th.ok, th.v1, th.v2 = nil, nil, nil
   while true do
-    S.current_run, S.in_body = r, true
+    S.current_run, S.in_body, S.current_thread = r, true, th
     local ok, a, b, c, d = co_resume(co, x1, x2, x3)
-    S.current_run, S.in_body = false, false
+    S.current_run, S.in_body, S.current_thread = false, false, false
     if co_status(co) == "dead" then
       th.dead = true
       if ok then ok, a = a, b else co_close(co) end -- (false: raised past the pcall)

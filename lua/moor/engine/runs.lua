@@ -86,6 +86,7 @@ function M.end_run(r, status, outcome)
   for _, k in ipairs(store.running_children(r.id) or {}) do M.cancel(k.id) end
   M.close_threads(r, "the run has ended") -- branches still parked (a lost race)
   S.drop(r)
+  for _, fn in ipairs(S.on_end) do fn(r.id) end -- (what a run holds outside the engine: harness agents)
 end
 
 --- End run r: ok and the body's value, or false and what it raised.

@@ -23,6 +23,7 @@ S.replaying = {}        -- runs still answering ops from their log (array)
 S.io_inflight = 0       -- steps parked on I/O
 S.later = {}            -- threads that paused (moor.pause) until the loop turns once
 S.holding = {}          -- runs holding results back while a thread of theirs is paused
+S.on_end = {}           -- functions called with a run's id when it ends (engine.on_run_end)
 S.discards = 0          -- failed commits taken back so far (counts kept from the database go stale)
 
 -- These four are false, never nil, when unset: a field set to nil leaves S's
@@ -32,6 +33,7 @@ S.current_run = false   -- the run whose body is executing
 S.in_body = false       -- true while a body (not a step) executes
 S.closing = false       -- why ops are refused: a run's parked threads are being closed
 S.step_info = false     -- the step executing now, for moor.stepInfo()
+S.current_thread = false -- the body thread executing now (its .no_wait: why it may not wait)
 
 --- Forget a run held in memory (it ended, or it is to be loaded again from
 -- its log): its threads never run again.

@@ -3,6 +3,7 @@
 -- and the launcher's flag parser. Pure: it requires moor.json only, touches no
 -- engine, and its output depends only on its arguments.
 --
+--   answer_block(launcher, schema) how to answer the turn (before the tools' block)
 --   prompt_block(launcher, tools)  the block that ends every turn's prompt
 --   is_small(schema)               is an input taught (and read) as flags?
 --   flag_usage(schema)             "--file <text, at least 1 character> ..."
@@ -45,7 +46,8 @@ M.LIMITS = {
 }
 
 -- Every exit and refusal code of the launcher, in the order `wfa tool` lists
--- them. The code is the first word wfa writes on standard error.
+-- them. The code is the first word wfa writes on standard error, but for a
+-- failed call: its standard error is exactly the handler's message.
 M.CODES = {
   { code = "ok", exit = 0,
     text = "the tool ran; its result is on standard output (nothing if it returned nothing)" },
@@ -314,6 +316,31 @@ function M.prompt_block(launcher, tools)
       out[#out + 1] = "WF_JSON"
     end
   end
+  return concat(out, "\n")
+end
+
+--- How to answer the turn, before the tools' block: `<launcher> result`,
+-- the answer's JSON Schema when the turn has one, and `waiting`.
+function M.answer_block(launcher, schema)
+  local out = {
+    "When you have finished, answer with:",
+    "",
+    launcher .. " result '<your answer>'",
+    "",
+  }
+  if schema ~= nil then
+    out[#out + 1] = "Your answer is JSON that fits this JSON Schema:"
+    out[#out + 1] = json.encode(schema)
+  else
+    out[#out + 1] = "Your answer is text, or JSON."
+  end
+  out[#out + 1] = "Put it in single quotes as a tool's value, or send a long one on standard input:"
+  out[#out + 1] = launcher .. " result <<'WF_JSON'"
+  out[#out + 1] = "<your answer>"
+  out[#out + 1] = "WF_JSON"
+  out[#out + 1] = "An answer that is refused can be fixed and given again. While you wait for something slow,"
+    .. " you may say so with:"
+  out[#out + 1] = launcher .. " waiting --reason '<what you are waiting for>'"
   return concat(out, "\n")
 end
 
