@@ -15,6 +15,7 @@ local core = require "moor.core"
 local json = require "moor.json"
 local loader = require "moor.loader"
 local harness_host = require "moor.harness.host"
+local harness_script = require "moor.harness.script"
 
 local M = {}
 
@@ -104,7 +105,7 @@ function M.answer(a, ...)
   return http_status.with_status(engine.answer(a, ...))
 end
 
-local REPLY = harness_host.REPLY
+local REPLY = harness_script.REPLY
 local function reply(reason, error_message)
   return setmetatable({ reason = reason, error = error_message }, REPLY)
 end
@@ -141,7 +142,7 @@ function M.workflow(tool, input, opts)
     end
   end
   local name = resolve(tool)
-  harness_host.script(scripts)
+  harness_host.script(scripts, harness_script.run)
   local id, err, code = engine.call(name, json.encode(input == nil and {} or input), opts.call)
   if not id then
     harness_host.script(nil)

@@ -18,7 +18,6 @@ local engine = require "moor.engine"
 local store = require "moor.store"
 local conf = require "moor.conf"
 local schema = require "moor.schema"
-local errors = require "moor.errors"
 local teach = require "moor.harness.teach"
 local runtime = require "moor.harness.runtime"
 
@@ -250,6 +249,7 @@ local function deliver(a, payload)
   if not kind then return nil, err end
   return true
 end
+M.deliver = deliver
 
 -- A handler's budget: its tool's timeout (30 s unless set; false: none),
 -- never past the turn's deadline. Then call.signal aborts (an abort
@@ -274,6 +274,8 @@ local function arm_call_timer(a, turn, c, t)
   end)
 end
 
+--- A call of tool name by the agent a (the launcher's, or a script's:
+-- conn is then a function given the response table).
 local function call_tool(a, conn, name, args, stdin, input)
   local turn = a.turn
   if not turn or turn.answered or turn.ended then
@@ -338,6 +340,8 @@ local function answer_turn(a, conn, value, given)
 end
 
 local REQUEST_FIELDS = { v = true, argv = true, stdin = true }
+
+M.call_tool = call_tool
 
 handle_request = function(a, conn, text)
   local req, derr = decode(text)
@@ -438,7 +442,7 @@ local function exited(a, turn, status, signal, tail)
   M.end_turn(a, turn, reason, extra)
 end
 
-local run_script -- (below)
+local run_script -- moor.harness.script's runner, while scripts are in place
 
 --- Step harness.start: start turn n. spec: { token, key, run_id, dir, n,
 -- tools = { { name, description, input, json, timeout_ms } }, runtime, prompt,
@@ -460,7 +464,7 @@ function M.start_turn(spec)
   a.turn = turn
   local script = scripts and scripts[spec.key]
   if script ~= nil then
-    after(0, function() run_script(a, turn, script, spec, prompt) end)
+    after(0, function() run_script(a, turn, script, prompt) end)
   else
     local cmd = runtime.command(spec.runtime, { prompt = prompt, instructions = spec.instructions,
       resume = spec.resume, fork = spec.fork, launcher = a.launcher })
@@ -544,7 +548,7 @@ function M.recover()
 end
 
 ---------------------------------------------------------------------------
--- scripted agents (moor.testing.workflow)
+-- scripted agents (moor.testing.workflow, moor.harness.script)
 
 --- Is a turn of some agent under way (a process or a script)?
 function M.busy()
@@ -554,61 +558,8 @@ function M.busy()
   return false
 end
 
---- Put scripts in place of the harness for agents by key (nil: none).
-function M.script(by_key) scripts = by_key end
-
-local REPLY = setmetatable({}, { __name = "moor.testing.reply" })
-M.REPLY = REPLY
-
-run_script = function(a, turn, script, spec, prompt)
-  local co
-  local function resume(...)
-    local okr, v = coroutine.resume(co, ...)
-    if not okr then
-      return M.end_turn(a, turn, "failed", { error = "the scripted turn raised: " .. tostring(errors.normalize(v).message) })
-    end
-    if coroutine.status(co) ~= "dead" then return end -- (waiting for a call's answer)
-    if turn.ended then return end
-    if getmetatable(v) == REPLY then
-      return M.end_turn(a, turn, v.reason, v.error and { error = v.error } or nil)
-    end
-    local value = v
-    if value ~= nil and type(value) ~= "string" then
-      local text = encode(value)
-      value = text and decode(text) or value
-    end
-    if turn.schema then
-      local okv, verr = schema.validate(turn.schema, value, "answer")
-      if not okv then
-        return M.end_turn(a, turn, "failed",
-          { error = "the scripted answer doesn't fit the turn's schema: " .. verr })
-      end
-    end
-    deliver(a, { turn = turn.n, answer = value == nil and json.null or value })
-    turn.answered = true
-    M.end_turn(a, turn, "answered")
-  end
-  local api = { prompt = prompt, schema = spec.schema, key = spec.key, n = spec.n }
-  function api.tool(name, input)
-    local result
-    local function got(res)
-      if result then return end
-      result = res
-      if coroutine.running() ~= co then after(0, function() resume(res) end) end
-    end
-    local normalized = {}
-    if input ~= nil then
-      local text = encode(input)
-      normalized = text and decode(text) or input
-    end
-    call_tool(a, got, name, nil, nil, normalized)
-    if not result then result = coroutine.yield() end
-    if result.code == "ok" then return { kind = "result", output = result.output } end
-    if result.code == "failed" then return { kind = "failed", outcome = "failed", error = result.error } end
-    return { kind = "refused", code = result.code, error = result.error }
-  end
-  co = coroutine.create(function() return script(api) end)
-  resume()
-end
+--- Put scripts in place of the harness for agents by key (nil: none);
+-- runner(a, turn, script, prompt) plays one turn (moor.harness.script).
+function M.script(by_key, runner) scripts, run_script = by_key, runner end
 
 return M

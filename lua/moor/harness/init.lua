@@ -263,7 +263,8 @@ local function turn(a, opts)
   }
   if started.interrupted then return { outcome = { answered = false, reason = "interrupted" } } end
   if started.failed then return { outcome = { answered = false, reason = "failed", error = started.failed } } end
-  local answered, value, ended = false, nil, {}
+  local answered, value = false, nil
+  local ended
   while true do
     local okw, d = pcall(a.hook.await, a.hook)
     if not okw then
@@ -292,6 +293,7 @@ local function turn(a, opts)
     end
   end
   for _, sig in pairs(a.calls) do engine.abort(sig, "the turn ended") end -- (seed 001: call.signal)
+  ended = ended or {}
   if type(ended.session) == "string" then
     a.session = ended.session
     a.fork_from = nil
