@@ -81,7 +81,11 @@ static int l_after(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   after_timer *a = malloc(sizeof *a);
   if (!a) return luaL_error(L, "out of memory");
-  a->L = L;
+  /* The callback runs on the main thread: L may be a coroutine (a step's,
+   * a script's) that is suspended or gone when the timer fires. */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  a->L = lua_tothread(L, -1);
+  lua_pop(L, 1);
   lua_pushvalue(L, 2);
   a->ref = luaL_ref(L, LUA_REGISTRYINDEX);
   uv_timer_init(&m->loop, &a->t);

@@ -460,7 +460,8 @@ function M.start_turn(spec)
   -- The prompt ends with how to answer and the tools (seed 001 "What the agent runs").
   local prompt = spec.prompt .. "\n\n" .. teach.answer_block(a.launcher, spec.schema) .. "\n\n"
     .. assert(teach.prompt_block(a.launcher, spec.tools))
-  local turn = { n = spec.n, schema = spec.schema, stream = {}, deadline = now_ms() + spec.timeout_ms }
+  local turn = { n = spec.n, schema = spec.schema, stream = {}, deadline = now_ms() + spec.timeout_ms,
+    resume = spec.resume, fork = spec.fork }
   a.turn = turn
   local script = scripts and scripts[spec.key]
   if script ~= nil then

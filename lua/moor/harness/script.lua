@@ -50,13 +50,22 @@ function M.run(a, turn, script, prompt)
     turn.answered = true
     host.end_turn(a, turn, "answered")
   end
-  local api = { prompt = prompt, schema = turn.schema, key = a.key, n = turn.n }
-  function api.tool(name, input)
-    local result
+  local api = { prompt = prompt, schema = turn.schema, key = a.key, n = turn.n, resume = turn.resume,
+    fork = turn.fork }
+  --- turn.session(id): the conversation this scripted harness holds (what a
+  -- real harness reports; the agent's next turns resume it, forks fork it).
+  function api.session(id) turn.stream.session = id end
+  -- turn.send(name, input) -> await(): start a call and go on (as a harness
+  -- that stopped waiting and calls again); await() gives its outcome.
+  function api.send(name, input)
+    local box = {}
     local function got(res)
-      if result then return end
-      result = res
-      if coroutine.running() ~= co then after(0, function() resume(res) end) end
+      if box.res then return end
+      box.res = res
+      if box.waiting then
+        box.waiting = false
+        after(0, function() resume() end)
+      end
     end
     local normalized = {}
     if input ~= nil then
@@ -64,11 +73,20 @@ function M.run(a, turn, script, prompt)
       normalized = text and decode(text) or input
     end
     host.call_tool(a, got, name, nil, nil, normalized)
-    if not result then result = coroutine.yield() end
-    if result.code == "ok" then return { kind = "result", output = result.output } end
-    if result.code == "failed" then return { kind = "failed", outcome = "failed", error = result.error } end
-    return { kind = "refused", code = result.code, error = result.error }
+    return function()
+      if not box.res then
+        box.waiting = true
+        coroutine.yield()
+      end
+      local res = box.res
+      if res.code == "ok" then return { kind = "result", output = res.output } end
+      if res.code == "failed" then return { kind = "failed", outcome = "failed", error = res.error } end
+      return { kind = "refused", code = res.code, error = res.error }
+    end
   end
+  --- turn.tool(name, input?): a call, through the same checks and handler
+  -- a launcher call goes through; its outcome once it has answered.
+  function api.tool(name, input) return api.send(name, input)() end
   co = coroutine.create(function() return script(api) end)
   resume()
 end
