@@ -134,7 +134,12 @@ end
 -- steps
 
 local open_step = flow.step("harness.open", function() return { dir = host.new_dir_name() } end)
-local start_step = flow.step("harness.start", function(spec) return host.start_turn(spec) end, { retries = 0 })
+-- (a turn that cannot start fails; the run goes on with what its handlers built)
+local start_step = flow.step("harness.start", function(spec)
+  local ok, v = pcall(host.start_turn, spec)
+  if ok then return v end
+  return { failed = "the turn could not start: " .. tostring(v) }
+end, { retries = 0 })
 local reply_step = flow.step("harness.reply", function(token, n, payload)
   host.reply(token, n, payload.id, payload)
   return payload
