@@ -411,6 +411,7 @@ end
 function M.end_turn(a, turn, reason, extra)
   if turn.ended then return end
   turn.ended = true
+  if turn.live then engine.outside(-1) end
   if a.turn == turn then a.turn = nil end
   if turn.proc and turn.proc:running() then turn.proc:kill("KILL") end
   if turn.row then store.delete_harness_turn(a.token, turn.n) end
@@ -463,6 +464,8 @@ function M.start_turn(spec)
   local turn = { n = spec.n, schema = spec.schema, stream = {}, deadline = now_ms() + spec.timeout_ms,
     resume = spec.resume, fork = spec.fork }
   a.turn = turn
+  turn.live = true
+  engine.outside(1)
   local script = scripts and scripts[spec.key]
   if script ~= nil then
     after(0, function() run_script(a, turn, script, prompt) end)
@@ -477,6 +480,7 @@ function M.start_turn(spec)
     if not proc then
       a.turn = nil
       turn.ended = true
+      engine.outside(-1)
       return { failed = ("cannot start the %s harness (%s): %s"):format(runtime.name(spec.runtime),
         tostring(cmd.argv[1]), tostring(perr)) }
     end
@@ -502,7 +506,11 @@ function M.reply(token, n, id, payload)
     finish_call(turn, c, { code = "failed", exit = teach.EXIT.failed, stderr = payload.error .. "\n",
       error = payload.error })
   else
-    finish_call(turn, c, ok(payload.stdout, payload.output))
+    -- What the agent reads: a string as it is, any other JSON value as JSON, nothing as nothing.
+    local out = payload.output
+    local text = nil
+    if type(out) == "string" then text = out elseif out ~= nil and out ~= json.null then text = encode(out) end
+    finish_call(turn, c, ok(text, out))
   end
 end
 
