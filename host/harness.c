@@ -43,8 +43,8 @@ static void ignore_sigpipe(void) {
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
 }
 
-/* Call the function at the top of the stack with nargs below it... pushed
- * after it; an error is printed as core.after's are. */
+/* Call the function pushed before its nargs arguments; an error is printed
+ * as core.after's are. */
 static void call_lua(lua_State *L, int nargs, const char *what) {
   if (lua_pcall(L, nargs, 0, 0) != LUA_OK) {
     fprintf(stderr, "moor: %s callback: %s\n", what, lua_tostring(L, -1));
@@ -603,7 +603,8 @@ struct uconn {
   int state;
   int counted;
   int discard;            /* over max_request: read (and drop) to the end, then answer */
-  const char *preset;     /* answered this when the request is in (full, another user) */
+  const char *preset;     /* answered this when the request is in (full_response) */
+  const char *bad;        /* else answered bad-request for this reason (another user) */
   char *buf;
   size_t len, cap;
   char *wbuf;
@@ -713,6 +714,10 @@ static void conn_request(uconn *c, size_t len) {
     conn_answer(c, c->preset, strlen(c->preset));
     return;
   }
+  if (c->bad) {
+    conn_bad(c, c->bad);
+    return;
+  }
   if (c->discard) {
     char reason[96];
     snprintf(reason, sizeof reason, "the request is over %zu bytes", s->max_request);
@@ -807,8 +812,7 @@ static void on_connection(uv_stream_t *server, int status) {
     socklen_t len = sizeof cred;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) ||
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.uid != geteuid())
-      c->preset = "{\"v\":1,\"code\":\"bad-request\",\"exit\":8,"
-                  "\"stderr\":\"bad-request: the connection is not from this workflow's user\\n\"}";
+      c->bad = "the connection is not from this workflow's user";
   }
   uv_timer_start(&c->timer, conn_expired, s->lifetime_ms, 0);
   uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
