@@ -50,7 +50,7 @@ print("ok: the built-in sleep ran " .. sid)
 local seen = {}
 assert(core.spawn { argv = { "sh", "-c", "echo hi; exit 4" },
   on_line = function(line) seen.line = line end,
-  on_exit = function(status) seen.status = status end })
+  on_exit = function(code) seen.status = code end })
 local t0 = core.mono()
 while seen.status == nil and core.mono() - t0 < 10000000 do core.wait(10) end
 assert(seen.line == "hi" and seen.status == 4, "spawn: " .. tostring(seen.line) .. " " .. tostring(seen.status))
