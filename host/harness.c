@@ -340,7 +340,8 @@ static int l_spawn(lua_State *L) {
   lua_Integer argc = (lua_Integer)lua_rawlen(L, argv_idx);
   if (argc < 1) return luaL_error(L, "spawn: argv must name a program");
   for (lua_Integer i = 1; i <= argc; i++) {
-    if (lua_rawgeti(L, argv_idx, i) != LUA_TSTRING) return luaL_error(L, "spawn: argv[%d] must be a string", (int)i);
+    if (lua_rawgeti(L, argv_idx, i) != LUA_TSTRING)
+      return luaL_error(L, "spawn: argv[%d] must be a string", (int)i);
     lua_pop(L, 1);
   }
   const char *cwd = NULL;
@@ -354,10 +355,17 @@ static int l_spawn(lua_State *L) {
   int env_idx = lua_gettop(L);
   if (env_type != LUA_TNIL && env_type != LUA_TTABLE) return luaL_error(L, "spawn: env must be a table");
   if (env_type == LUA_TTABLE) check_env(L, env_idx);
-  if (lua_getfield(L, 1, "on_line") > LUA_TNIL && !lua_isfunction(L, -1)) return luaL_error(L, "spawn: on_line must be a function");
-  if (lua_getfield(L, 1, "on_exit") > LUA_TNIL && !lua_isfunction(L, -1)) return luaL_error(L, "spawn: on_exit must be a function");
+  if (lua_getfield(L, 1, "on_line") != LUA_TNIL && !lua_isfunction(L, -1))
+    return luaL_error(L, "spawn: on_line must be a function");
+  if (lua_getfield(L, 1, "on_exit") != LUA_TNIL && !lua_isfunction(L, -1))
+    return luaL_error(L, "spawn: on_exit must be a function");
+  proc_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the process: this may raise */
+  box->p = NULL;
+  box->pid = 0;
+  luaL_setmetatable(L, PROC_MT);
+  int box_idx = lua_gettop(L);
 
-  /* Everything Lua can raise on is checked: from here on allocations are freed on every path. */
+  /* Everything Lua can raise on is done: from here on allocations are freed on every path. */
   if (shim) {
     snprintf(pidbuf, sizeof pidbuf, "%d", (int)getpid());
     if (strv_push(&args, strdup(shim)) || strv_push(&args, strdup("--exec")) ||
@@ -450,11 +458,10 @@ static int l_spawn(lua_State *L) {
       close_if_open((uv_handle_t *)&p->in);
     }
   }
-  proc_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->p = p;
   box->pid = p->pid;
   p->box = box;
-  luaL_setmetatable(L, PROC_MT);
+  lua_pushvalue(L, box_idx);
   return 1;
 
 fail:
@@ -863,7 +870,8 @@ static int l_unix_listen(lua_State *L) {
   lua_Integer max_conn = opt_int(L, 1, "max_connections", MOOR_HARNESS_MAX_CONNECTIONS, 1);
   lua_Integer max_req = opt_int(L, 1, "max_request", (lua_Integer)MOOR_HARNESS_MAX_REQUEST, 1);
   lua_Integer life = opt_int(L, 1, "lifetime_ms", MOOR_HARNESS_LIFETIME_MS, 1);
-  if (lua_getfield(L, 1, "on_request") != LUA_TFUNCTION) return luaL_error(L, "unix_listen: on_request must be a function");
+  if (lua_getfield(L, 1, "on_request") != LUA_TFUNCTION)
+    return luaL_error(L, "unix_listen: on_request must be a function");
   int request_idx = lua_gettop(L);
   int t = lua_getfield(L, 1, "bad_response");
   int bad_idx = lua_gettop(L);
@@ -875,6 +883,10 @@ static int l_unix_listen(lua_State *L) {
     return 2;
   }
 
+  usrv_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the socket: this may raise */
+  box->s = NULL;
+  luaL_setmetatable(L, USRV_MT);
+  int box_idx = lua_gettop(L);
   moor__usrv *s = calloc(1, sizeof *s);
   if (s) {
     s->path = strdup(path);
@@ -927,10 +939,9 @@ static int l_unix_listen(lua_State *L) {
   if (s->next) s->next->prev = &s->next;
   s->prev = &m->usrvs;
   m->usrvs = s;
-  usrv_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->s = s;
   s->box = box;
-  luaL_setmetatable(L, USRV_MT);
+  lua_pushvalue(L, box_idx);
   return 1;
 
 fail:
