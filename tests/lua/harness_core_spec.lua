@@ -163,6 +163,62 @@ describe("core.spawn", function()
     assert.are.equal("after", r.lines[2])
   end)
 
+  it("reports after the exit and stdout's end; a stderr kept open does not hold the report", function()
+    local t0 = core.mono()
+    local r = run { argv = { "sh", "-c", "echo first; sleep 1 & exit 0" } } -- sleep holds stdout
+    assert.is_true(core.mono() - t0 >= 800000)
+    assert.are.same({ "first" }, r.lines)
+    t0 = core.mono()
+    r = run { argv = { "sh", "-c", "echo err >&2; sleep 3 > /dev/null & exit 1" } } -- sleep holds stderr only
+    assert.is_true(core.mono() - t0 < 2500000)
+    assert.are.equal(1, r.status)
+    assert.are.equal("err\n", r.tail)
+  end)
+
+  it("runs its callbacks on the main thread, not on a coroutine that called it and is suspended", function()
+    local seen = { lines = {} }
+    local co = coroutine.create(function()
+      assert(core.spawn { argv = { "sh", "-c", "echo one; echo two; exit 5" },
+        on_line = function(line) seen.lines[#seen.lines + 1] = line end,
+        on_exit = function(status) seen.status = status end })
+      local x = coroutine.yield()
+      return x + 1
+    end)
+    assert(coroutine.resume(co))
+    assert.are.equal("suspended", coroutine.status(co))
+    assert(wait_until(function() return seen.status end), "no exit")
+    assert.are.same({ "one", "two" }, seen.lines)
+    assert.are.equal(5, seen.status)
+    assert.are.same({ true, 42 }, { coroutine.resume(co, 41) }) -- the coroutine is intact
+    -- a coroutine that is gone (collected) when the callbacks fire
+    seen = { lines = {} }
+    coroutine.wrap(function()
+      assert(core.spawn { argv = { "sh", "-c", "sleep 0.2; echo late" },
+        on_line = function(line) seen.lines[#seen.lines + 1] = line end,
+        on_exit = function(status) seen.status = status end })
+    end)()
+    collectgarbage()
+    collectgarbage()
+    assert(wait_until(function() return seen.status end), "no exit")
+    assert.are.same({ "late" }, seen.lines)
+    local dir = tmpdir()
+    local got = {}
+    co = coroutine.create(function()
+      local s = assert(core.unix_listen { path = dir .. "/s", full_response = FULL,
+        on_request = function(id, text)
+          got.text = text
+          core.unix_reply(id, '{"v":1,"code":"ok","exit":0}')
+        end })
+      coroutine.yield(s)
+    end)
+    local _, server = assert(coroutine.resume(co))
+    local res = background(dir, "printf 'hi\\n' | " .. sh_quote(UNIX_SEND) .. " " .. sh_quote(dir .. "/s"))
+    assert.are.equal('{"v":1,"code":"ok","exit":0}\n', result_of(res).out)
+    assert.are.equal("hi", got.text)
+    server:close()
+    rm_rf(dir)
+  end)
+
   it("refuses a program that is not there", function()
     local p, err = core.spawn { argv = { "moor-no-such-program-xyz" }, on_exit = function() end }
     assert.is_nil(p)
@@ -307,6 +363,34 @@ describe("core.unix_listen and the moor-wfa launcher", function()
     assert.are.equal('failed: it\'s "bad"\n', r.err)
     assert.is_false(core.unix_reply(requests[1].id, '{"v":1}')) -- answered: gone
     assert.are.equal(0, server:count())
+  end)
+
+  it("passes an answer of 200 KiB through whole, and refuses one over 272 KiB", function()
+    local big = string.rep("0123456789abcdef", 200 * 64) -- 200 KiB
+    local huge = string.rep("0123456789abcdef", 280 * 64)
+    listen { on_request = function(id, text)
+      requests[#requests + 1] = { id = id, text = text }
+      core.unix_reply(id, '{"v":1,"code":"ok","exit":0,"stdout":"' .. (#requests == 1 and big or huge) .. '"}')
+    end }
+    local r = result_of(background(dir, sh_quote(wfa) .. " tool list_findings"))
+    assert.are.equal(0, r.rc)
+    assert.are.equal(big, r.out)
+    r = result_of(background(dir, sh_quote(wfa) .. " tool list_findings"))
+    assert.are.equal(8, r.rc)
+    assert.are.equal("", r.out)
+    assert.matches("^bad%-request: the workflow's answer is over 278528 bytes", r.err)
+  end)
+
+  it("refuses a connection from another user", function()
+    if capture("id -u"):match("%d+") ~= "0" then return pending("needs root to connect as another user") end
+    listen()
+    -- open the modes up so the other user can reach the socket at all: the peer check is what refuses
+    assert(os.execute(("chmod 0755 %s && chmod 0666 %s"):format(sh_quote(dir), sh_quote(sock))))
+    local r = result_of(background(dir, "printf '{\"v\":1}\\n' | setpriv --reuid=65534 --regid=65534 --clear-groups "
+      .. sh_quote(UNIX_SEND) .. " " .. sh_quote(sock)))
+    assert.are.equal('{"v":1,"code":"bad-request","exit":8,'
+      .. '"stderr":"bad-request: the connection is not from this workflow\'s user\\n"}\n', r.out)
+    assert.are.equal(0, #requests)
   end)
 
   it("sends stdin for a JSON tool and for result, and does not read it otherwise", function()
