@@ -63,6 +63,7 @@ build = {
     ["moor.engine.inspect"] = "lua/moor/engine/inspect.lua",
     ["moor.errors"] = "lua/moor/errors.lua",
     ["moor.fence"] = "lua/moor/fence.lua",
+    ["moor.base64url"] = "lua/moor/base64url.lua",
     ["moor.harness"] = "lua/moor/harness/init.lua",
     ["moor.harness.host"] = "lua/moor/harness/host.lua",
     ["moor.harness.runtime"] = "lua/moor/harness/runtime.lua",

@@ -20,6 +20,7 @@ local conf = require "moor.conf"
 local schema = require "moor.schema"
 local teach = require "moor.harness.teach"
 local runtime = require "moor.harness.runtime"
+local base64url = require "moor.base64url"
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local encode, decode = json.encode, json.decode
@@ -64,23 +65,8 @@ end
 ---------------------------------------------------------------------------
 -- the root and an agent's directory
 
-local function b64(bytes)
-  local A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-  local out, bits, n = {}, 0, 0
-  for i = 1, #bytes do
-    bits = (bits << 8) | bytes:byte(i)
-    n = n + 8
-    while n >= 6 do
-      n = n - 6
-      local c = (bits >> n) & 63
-      out[#out + 1] = A:sub(c + 1, c + 1)
-    end
-  end
-  return concat(out)
-end
-
 --- A fresh directory name for an agent (16 random bytes, 22 characters).
-function M.new_dir_name() return b64(core.random_bytes(16)):sub(1, 22) end
+function M.new_dir_name() return base64url.encode(core.random_bytes(16)) end
 
 local SUN_PATH = 107 -- bytes of a Unix socket's path (sockaddr_un)
 
