@@ -679,7 +679,9 @@ static const char *header(const conn *c, const char *name) {
   return NULL;
 }
 
-/* Whether the request path (raw, as the router matches it) is under /v1/. */
+/* Whether the request path (raw, as the router matches it) is under /v1/
+ * and needs the API token: all of it but the sign-in callback, which a
+ * person's browser reaches from the provider (its `state` is the secret). */
 static int is_api_path(const conn *c) {
   const char *u = c->rb;
   size_t n = c->url_len, off = 0, len = n;
@@ -690,6 +692,9 @@ static int is_api_path(const conn *c) {
     off = pu.field_data[UF_PATH].off;
     len = pu.field_data[UF_PATH].len;
   }
+  static const char cb[] = "/v1/auth/callback";
+  size_t cbn = sizeof cb - 1;
+  if (len >= cbn && memcmp(u + off, cb, cbn) == 0 && (len == cbn || u[off + cbn] == '?')) return 0;
   return len >= 4 && memcmp(u + off, "/v1/", 4) == 0;
 }
 

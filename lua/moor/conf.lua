@@ -22,6 +22,11 @@ end
 
 M.MAX_RESULT = max_result(os.getenv("MOOR_MAX_RESULT")) -- bytes of JSON a result, answer or snapshot may hold
 
+-- sign-in inside a step (lua/moor/engine/auth.lua, lua/moor/auth/)
+M.AUTH_TTL = 15 * 60000                -- ms a sign-in link stays valid (authorization.expiresAt)
+M.callback_url = false                 -- where providers return (".../v1/auth/callback"); set by moor dev
+M.tokens_path = false                  -- the token file ($MOOR_TOKENS, else tokens.json beside the database)
+
 -- harness agents (lua/moor/harness/; the launcher's limits are moor.harness.teach's LIMITS)
 M.HARNESS_TOOL_MAX_RESULT = 64 * 1024  -- bytes of a harness tool's result as JSON (seed 001)
 M.HARNESS_TURN_TIMEOUT = 30 * 60000    -- ms: a turn's deadline when agent:run names no timeout

@@ -16,6 +16,7 @@ local loader = require "moor.loader"
 local testrunner = require "moor.testrunner"
 local terminal = require "moor.terminal"
 local harness_host = require "moor.harness.host"
+require "moor.auth" -- (ctx.getToken and ctx.requireAuth, for every tool's ctx)
 
 local M = setmetatable({}, { __index = engine })
 
@@ -50,6 +51,7 @@ function M.serving(url)
     return ("MOOR_PUBLIC_URL must be http(s)://host[:port] with no path, not '%s'"):format(public)
   end
   conf.public_url = public and public:gsub("/$", "") or url
+  conf.callback_url = conf.public_url .. "/v1/auth/callback" -- (providers return here after a sign-in)
   http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
 end
 

@@ -303,7 +303,7 @@ local routes = {
     if not engine.tools[session.TOOL] then
       return fail("not_found", "this agent has no agent.lua, so it cannot hold sessions")
     end
-    local id, err, code = session.create(body.message)
+    local id, err, code = session.create(body.message, body.principal)
     if not id then
       if code == "bad_request" or code == "storage_unavailable" then return fail(code, err) end
       return call_fail(err, code)
@@ -368,8 +368,44 @@ local function webhook(req, token)
   return reply(202, { ok = true })
 end
 
+-- name=value pairs of a query string, percent-decoded (the last of a name wins).
+local function query_args(q)
+  local out = {}
+  for pair in (q or ""):gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=?(.*)$")
+    k, v = unescape((k:gsub("+", " "))), unescape((v:gsub("+", " ")))
+    if k ~= "" and #k <= 64 and #v <= 4096 then out[k] = v end
+  end
+  return out
+end
+
+local function page(status, title, text)
+  return status, "text/html; charset=utf-8", nil, ("<!doctype html><meta charset=utf-8><title>%s</title><p>%s</p>\n")
+    :format(title, text)
+end
+
+-- GET /v1/auth/callback?state&code (or &error): a provider sends the person
+-- back after a sign-in (engine/auth.lua). Like a webhook it takes any Host and
+-- no API token: its 32-byte state is the secret. Answered with a page.
+local function auth_callback(req)
+  if req.method ~= "GET" then return fail("method_not_allowed", "the sign-in callback is a GET", "Allow: GET\r\n") end
+  local q = query_args(req.query)
+  local args = { code = q.code, error = q.error, error_description = q.error_description }
+  local ok, err = engine.auth_callback(q.state, args)
+  if not ok then
+    if err and err.code == "not_found" then
+      return page(404, "Sign-in link expired", "This sign-in is no longer waiting (it was used, withdrawn or "
+        .. "has expired). Nothing was changed.")
+    end
+    return page(503, "Try again", "The sign-in could not be recorded just now; open the link again.")
+  end
+  if args.error then return page(200, "Sign-in declined", "The sign-in was declined; the tool was told so.") end
+  return page(200, "Signed in", "You are signed in; the tool goes on by itself. You can close this window.")
+end
+
 function M.handle(req)
   local path = req.path
+  if path == "/v1/auth/callback" then return auth_callback(req) end
   -- Webhooks take any Host, Origin and content type: remote services call
   -- them through a public URL (a proxy or a tunnel may name any host), and
   -- the unguessable token is what grants access.

@@ -22,6 +22,7 @@
 --   authoring/world.lua    hooks, webhooks and moor.fetch
 --   authoring/outputs.lua  approval, toolOutput, toolOutputPart
 --   harness/init.lua       moor.harness: agents in their own harness (seed 001)
+--   auth/                  defineConnection, connection; ctx.getToken/requireAuth in steps
 -- The loader, moor.session and moor.testing require these parts, never this
 -- face (no file under lua/ does: tests/e2e/test_layout.sh), so the face can
 -- require the loader and moor.testing at the top without a cycle.
@@ -36,6 +37,8 @@ local flow = require "moor.authoring.flow"
 local world = require "moor.authoring.world"
 local outputs = require "moor.authoring.outputs"
 local harness = require "moor.harness"
+local auth = require "moor.auth"
+local connection = require "moor.auth.connection"
 local harness_host = require "moor.harness.host"
 local loader = require "moor.loader"
 local testing = require "moor.testing"
@@ -59,6 +62,12 @@ local M = {
   --- moor.harness.open{...}, moor.harness.tool{...}: coding agents in their
   -- own harness calling the workflow's tools (lua/moor/harness/init.lua).
   harness = { open = harness.open, tool = harness.tool },
+  --- moor.defineConnection{ description, authorizationUrl, tokenUrl, clientId,
+  -- clientSecretEnv?, scopes?, userScoped? } (agent/connections/<name>.lua) and
+  -- moor.connection(name), what ctx.getToken(provider) takes (lua/moor/auth/).
+  defineConnection = connection.define,
+  connection = connection.ref,
+  _auth = auth,
 }
 
 -- definitions (defineTool, defineWorkflowTool, defineAgent, disableTool, ...)

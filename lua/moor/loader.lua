@@ -9,6 +9,7 @@
 local core = require "moor.core"
 local define = require "moor.authoring.define"
 local session = require "moor.session"
+local connection = require "moor.auth.connection"
 
 local M = {}
 
@@ -237,6 +238,25 @@ function M.load(dir, engine)
 
   local builtins, berr = M.builtins()
   if not builtins then return nil, berr end
+
+  -- agent/connections/<name>.lua, before the tools that name them.
+  local connections = {}
+  if has["connections"] then
+    for _, file in ipairs(sorted_lua_files(dir .. "/connections")) do
+      local path = dir .. "/connections/" .. file
+      local name = file:sub(1, -5)
+      local v, err = load_file(path)
+      if err then
+        errs[#errs + 1] = err
+      elseif not connection.is_definition(v) then
+        errs[#errs + 1] = ("%s:1: the file must return a connection: end it with `return moor.defineConnection{ "
+          .. "description, authorizationUrl, tokenUrl, clientId }` (got %s)"):format(path, type(v))
+      else
+        connections[name] = v
+      end
+    end
+  end
+  connection.registry, connection.loaded = connections, true
 
   local loaded = {}
   local root_tools, root_off = {}, {}

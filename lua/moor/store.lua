@@ -182,6 +182,11 @@ function M.ensure_hook(token, run_id, t)
   return exec("INSERT OR IGNORE INTO hooks(token, run_id, kind, created) VALUES(?,?,'hook',?)", token, run_id, t)
 end
 
+--- Close one hook (a sign-in's callback, used once).
+function M.close_hook(token)
+  return exec("UPDATE hooks SET closed=1 WHERE token=?", token)
+end
+
 --- Close a run's hooks; returns the rows { token } closed.
 function M.close_hooks(run_id)
   return exec("UPDATE hooks SET closed=1 WHERE run_id=? RETURNING token", run_id)

@@ -16,6 +16,7 @@ local json = require "moor.json"
 local loader = require "moor.loader"
 local harness_host = require "moor.harness.host"
 local harness_script = require "moor.harness.script"
+local tokens = require "moor.auth.tokens"
 
 local M = {}
 
@@ -103,6 +104,34 @@ end
 function M.answer(a, ...)
   if type(a) == "function" then return { kind = "harness-script", fn = a } end
   return http_status.with_status(engine.answer(a, ...))
+end
+
+--- Complete the sign-in that input request requestId shows, as if the person
+-- signed in and the provider gave { token, refreshToken?, expiresIn? (s) }:
+-- the token is stored for the sign-in's connection and principal, and the
+-- callback resumes the run (its step runs again). true or nil, err.
+function M.authorize(request_id, grant)
+  local state = engine.auth_state(request_id)
+  local pending = state and tokens.pending(state)
+  if not pending then
+    return nil, { code = "not_found", message = "no sign-in is waiting for " .. tostring(request_id) }
+  end
+  grant = grant or {}
+  local now = core.now()
+  tokens.put(pending.connection, pending.principal, { access_token = grant.token or "test-token",
+    refresh_token = grant.refreshToken, expires_at = grant.expiresIn and now + grant.expiresIn * 1000 or nil,
+    obtained_at = now })
+  tokens.drop_pending(state)
+  return engine.auth_callback(state, { authorized = true })
+end
+
+--- Decline it, as a provider's callback with error=access_denied would.
+function M.decline(request_id)
+  local state = engine.auth_state(request_id)
+  if not state then
+    return nil, { code = "not_found", message = "no sign-in is waiting for " .. tostring(request_id) }
+  end
+  return engine.auth_callback(state, { error = "access_denied", error_description = "the person declined" })
 end
 
 local REPLY = harness_script.REPLY

@@ -147,7 +147,7 @@ describe("ctx", function()
     assert.are.equal("src/a.ts:3 is already recorded", perr.message)
   end)
 
-  it("missing features fail with NotSupported, and a step does not retry it", function()
+  it("missing features fail with NotSupported; getToken of an unknown connection fails, and no step retries", function()
     local ok, e = pcall(moor.workflow, { maxSubagents = 20 })
     assert.is_false(ok)
     assert.is_true(errors.is(e, "NotSupported"), tostring(e))
@@ -156,14 +156,15 @@ describe("ctx", function()
       description = "x", inputSchema = s.object {},
       execute = function(_, ctx) return token_step(ctx) end,
     }, {})
-    assert.are.equal("NotSupported", err.code)
-    assert.truthy(err.message:find("getToken", 1, true), err.message)
+    assert.are.equal("FatalError", err.code)
+    assert.truthy(err.message:find("ctx.getToken: there is no connection named 'github'", 1, true), err.message)
     assert.are.equal(0, #kind(t.events(id), "step.retry"))
     _, err = t.call(moor.defineTool {
       description = "x", inputSchema = s.object {},
       execute = function(_, ctx) return ctx.requireAuth("github") end,
     }, {})
-    assert.are.equal("NotSupported", err.code)
+    assert.are.equal("FatalError", err.code)
+    assert.truthy(err.message:find("no connection named 'github'", 1, true), err.message)
   end)
 
   it("moor.AbortController keeps the reason with either call form", function()

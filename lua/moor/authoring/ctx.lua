@@ -1,8 +1,8 @@
 --- The ctx a tool's body sees, built in one place (part of `require "moor"`):
 -- moor._ctx(facts) for a workflow body (callId, toolName, runId, abortSignal,
 -- session, ctx.ask, ctx.agent, ctx.agents) and moor._plain_ctx(facts) for a
--- plain tool; what the seeds' ctx has that moor does not yet raises
--- NotSupported.
+-- plain tool; getToken/requireAuth are moor.auth's; what the seeds' ctx has
+-- that moor does not yet raises NotSupported.
 local engine = require "moor.engine"
 local errors = require "moor.errors"
 local json = require "moor.json"
@@ -19,11 +19,19 @@ function M.not_supported(what)
 end
 local not_supported = M.not_supported
 
--- What the seeds' ctx has that moor does not yet: a clear NotSupported
--- (never retried by a step) instead of "attempt to call a nil value".
+-- ctx.getToken / ctx.requireAuth: moor.auth's (set_auth), which raise a
+-- clear error outside a step (a workflow body's ctx) and work inside one.
+local get_token, require_auth = nil, nil
+
+--- moor.auth gives its getToken(session, connection, level) and requireAuth.
+function M.set_auth(get, req) get_token, require_auth = get, req end
+
+-- In a workflow body's ctx: they raise (a token must never enter the body's
+-- log); what the seeds' ctx has that moor does not yet: NotSupported (never
+-- retried by a step) instead of "attempt to call a nil value".
 local STUBS = {
-  getToken = not_supported("ctx.getToken (provider sign-in)"),
-  requireAuth = not_supported("ctx.requireAuth (provider sign-in)"),
+  getToken = function(c) return get_token(nil, c, 2) end,
+  requireAuth = function(c) return require_auth(nil, c, 2) end,
   getSandbox = not_supported("ctx.getSandbox (sandboxes)"),
   getSkill = not_supported("ctx.getSkill (skills)"),
 }
@@ -59,13 +67,20 @@ local WORKFLOW_CTX = {
 
 --- The ctx of a plain tool, whoever calls it (a session's model or moor
 -- call): { callId, toolName, session = { id?, turnId? }, abortSignal } and
--- the not-yet-supported getToken/requireAuth/getSandbox/getSkill.
+-- getToken/requireAuth (it runs in a step), and the not-yet-supported
+-- getSandbox/getSkill.
 function M._plain_ctx(f)
-  local ctx = { callId = f.callId, toolName = f.toolName, abortSignal = f.abortSignal,
-                session = rawget(f, "session") or {} }
+  local session = rawget(f, "session") or {}
+  local ctx = { callId = f.callId, toolName = f.toolName, abortSignal = f.abortSignal, session = session }
   for k, v in pairs(STUBS) do ctx[k] = v end
+  -- A plain tool runs in a step: its getToken works there, as whoever made the call.
+  ctx.getToken = function(c) return get_token(session, c, 2) end
+  ctx.requireAuth = function(c) return require_auth(session, c, 2) end
   return ctx
 end
+
+--- Is v a workflow body's ctx (what a step may be given directly)?
+function M.is_workflow_ctx(v) return getmetatable(v) == WORKFLOW_CTX end
 
 local DISPLAYS = { confirmation = true, select = true, text = true }
 local STYLES = { primary = true, danger = true, default = true }

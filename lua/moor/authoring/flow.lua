@@ -45,6 +45,11 @@ end
 -- error (3 retries, exponential backoff from 1s, unless policy says
 -- otherwise; FatalError is never retried). Called anywhere else it is a
 -- plain call. policy = { retries, backoff, factor, maxBackoff }.
+-- moor.auth's: a step's arguments as the step gets them (the call's ctx,
+-- given directly, becomes the step context; nested or captured, refused).
+local step_args = nil
+function M.set_step_args(fn) step_args = fn end
+
 function M.step(name, fn, policy)
   if type(name) ~= "string" or name == "" then error("moor.step needs a name (a non-empty string)", 2) end
   if type(fn) ~= "function" then error("moor.step needs a function", 2) end
@@ -52,7 +57,12 @@ function M.step(name, fn, policy)
   local in_body, engine_step = engine.in_body, engine.step
   return function(...)
     if not in_body() then return fn(...) end
-    local ok, v = engine_step(name, fn, pol, ...)
+    local ok, v
+    if step_args then
+      ok, v = engine_step(name, fn, pol, step_args(name, fn, ...))
+    else
+      ok, v = engine_step(name, fn, pol, ...)
+    end
     if ok then return v end
     error(v, 0)
   end

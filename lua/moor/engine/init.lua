@@ -42,6 +42,7 @@ local replay = require "moor.engine.replay"
 local ops = require "moor.engine.ops"
 local loop = require "moor.engine.loop"
 local inspect = require "moor.engine.inspect"
+local auth = require "moor.engine.auth"
 
 local M = {}
 
@@ -99,6 +100,10 @@ function M.outside(delta) S.outside = S.outside + delta end
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs
 M.deliver, M.post = waits.deliver, waits.post
+
+-- sign-in inside a step (engine/auth.lua; moor.auth registers how URLs are made)
+M.auth_on_begin, M.auth_complete, M.auth_callback, M.auth_state = auth.on_begin, auth.complete, auth.callback,
+  auth.state_of
 
 -- reading runs
 M.events, M.run_info, M.run_status = inspect.events, inspect.run_info, inspect.run_status

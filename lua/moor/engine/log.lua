@@ -23,7 +23,9 @@ M.OPKIND = { ["step.result"] = "step", ["step.error"] = "step", ["step.retry"] =
              ["timer.scheduled"] = "sleep", ["timer.fired"] = "sleep",
              ["input.requested"] = "ask", ["input.resolved"] = "ask",
              ["hook.created"] = "hook", ["hook.received"] = "hook.await",
-             ["child.started"] = "child", ["child.settled"] = "child.await", ["hook.polled"] = "hook.poll" }
+             ["child.started"] = "child", ["child.settled"] = "child.await", ["hook.polled"] = "hook.poll",
+             ["authorization.required"] = "step", ["authorization.callback"] = "step",
+             ["authorization.completed"] = "step" }
 
 local emitted, nemitted = {}, 0 -- events for the listeners, committed or in the open transaction
 
@@ -43,7 +45,7 @@ M.store_error = nil
 -- parent's stream (a session shows its tool calls' questions and subagents): as non-op events, which replay
 -- ignores, so they can be appended at any time.
 local MIRROR = { ["input.requested"] = true, ["input.resolved"] = true, ["progress"] = "action.partial",
-                 ["agent.started"] = true }
+                 ["agent.started"] = true, ["authorization.required"] = true, ["authorization.completed"] = true }
 local append
 
 local function mirror(child, kind, payload)

@@ -14,6 +14,7 @@ local waits = require "moor.engine.waits"
 local runs = require "moor.engine.runs"
 local steps = require "moor.engine.steps"
 local replay = require "moor.engine.replay"
+local auth = require "moor.engine.auth"
 local S = require "moor.engine.state"
 
 local M = {}
@@ -50,6 +51,12 @@ local function start_live(r, n, kind, name, spec, rec)
   if kind == "step" then
     local attempt = (rec and rec.attempts or 0) + 1
     local due = rec and rec.retry_due
+    if rec and rec.auth and not rec.auth_cb then
+      -- parked on a sign-in when the host stopped: wait on its callback again
+      return live(r, function()
+        auth.rewait(r, n, name, spec, rec, function(e) steps.fail(r, n, name, spec, rec.auth.attempt, e) end)
+      end)
+    end
     live(r, function()
       if due and due > now_ms() then
         timers.add(r, due, function() steps.exec(r, n, name, spec, attempt) end)

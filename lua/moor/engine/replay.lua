@@ -10,6 +10,7 @@ local log = require "moor.engine.log"
 local sched = require "moor.engine.sched"
 local runs = require "moor.engine.runs"
 local waits = require "moor.engine.waits"
+local auth = require "moor.engine.auth"
 local S = require "moor.engine.state"
 
 local M = {}
@@ -135,6 +136,8 @@ function M.load_run(row)
         rec.attempts, rec.retry_due = p.attempt, p.retryAt
       elseif kind == "timer.scheduled" then
         rec.due = decode(payloads[i]).due
+      elseif kind:sub(1, 14) == "authorization." then
+        auth.read_event(rec, kind, payloads[i])
       end
     elseif kind == "version" then
       r.versions[names[i]] = decode(payloads[i])

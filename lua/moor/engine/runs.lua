@@ -206,14 +206,14 @@ end
 
 --- Start r's body. It gets the run's facts, from which the authoring API
 -- (lua/moor/authoring/define.lua, moor._bind: tool.ctx) builds the ctx the tool sees:
--- { callId, toolName, runId, abortSignal, session = { id?, turnId? } }.
+-- { callId, toolName, runId, abortSignal, session = { id?, turnId?, principal? } }.
 function M.start_main(r, input)
   r.signal = signals.new()
   local facts = {
     callId = r.call_id, toolName = r.tool_name, runId = r.id, abortSignal = r.signal,
     -- The session whose tool call this run serves: { id, turnId }; outside
     -- one, the ctx gives {} on first use.
-    session = r.session and { id = r.session.id, turnId = r.session.turnId },
+    session = r.session and { id = r.session.id, turnId = r.session.turnId, principal = r.session.principal },
   }
   local tool = r.tool
   -- A task's body gets its task (seed 003 §3.1: { taskId, postMessage }) third.
@@ -273,7 +273,8 @@ function M.call(name, input_json, opts)
   local session = opts.session
   if tool.shape and tool.shape.lifetime == "task" and not (session and session.taskId) then
     -- A task called on its own (moor call, POST /v1/tools): it still has an id.
-    session = { id = session and session.id, turnId = session and session.turnId, taskId = M.task_id(name) }
+    session = { id = session and session.id, turnId = session and session.turnId,
+      principal = session and session.principal, taskId = M.task_id(name) }
   end
   local row = { id = new_id("run_"), tool = name, entry = tool.entry, input = text,
                 call_id = opts.callId or new_id("call_"), source_hash = tool.source_hash,

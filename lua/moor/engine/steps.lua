@@ -11,6 +11,7 @@ local sched = require "moor.engine.sched"
 local timers = require "moor.engine.timers"
 local runs = require "moor.engine.runs"
 local waits = require "moor.engine.waits"
+local auth = require "moor.engine.auth"
 local S = require "moor.engine.state"
 
 local M = {}
@@ -100,6 +101,15 @@ end
 
 step_done = function(r, n, name, spec, attempt, ok, v)
   if r.settled or not r.waiters[n] then return end
+  if not ok and getmetatable(v) == errors.Error and v.code == "AuthRequired" and type(v.auth) == "table" then
+    -- ctx.getToken found no usable token: the attempt ends and the run
+    -- parks on a sign-in (engine/auth.lua); the callback runs the step again.
+    local parked, perr = auth.park(r, n, name, spec, attempt, v.auth, function(e)
+      step_done(r, n, name, spec, attempt, false, e)
+    end)
+    if parked then return end
+    v = errors.FatalError(perr)
+  end
   if ok then
     local text, err, kind = encode(v, conf.MAX_RESULT, "result")
     if text then return sched.complete(r, n, "step.result", name, text) end
@@ -123,11 +133,14 @@ end
 exec_step = function(r, n, name, spec, attempt)
   if r.settled or not r.waiters[n] then return end
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
-                 signal = r.signal }
+                 signal = r.signal, auth = auth.step_auth(r, n, attempt) }
   -- A step, as a branch (new_thread), runs under pcall in its coroutine.
   step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
 end
 M.exec = exec_step
+auth.install(exec_step)
+--- Fail step op n at attempt (a sign-in that cannot be waited on again).
+function M.fail(r, n, name, spec, attempt, err) return step_done(r, n, name, spec, attempt, false, err) end
 
 --- Inside a step: park the step on I/O. start(resume) begins it; the step
 -- continues with what resume is given. Returns those values.

@@ -232,6 +232,10 @@ function M.answer(req_id, answer, bound)
     return fail("bad_request", "answer with exactly one of optionId or text")
   end
   local req = decode(row.request)
+  if req.kind == "authorization" then
+    return fail("bad_request", ("input request '%s' is a sign-in: open its authorization.url in a browser; the "
+      .. "provider's callback answers it"):format(req_id))
+  end
   -- An approval is bound to its call: an answer that names another call or
   -- input (a stale or replayed approval) is refused. The hash compared is
   -- the one recorded with the request (older databases hold FNV-1a ones).

@@ -17,9 +17,9 @@ local M = {}
 
 local send -- below
 
---- Start a session; with a first message when given. Returns the session
+--- Start a session; with a first message (and who sends it) when given. Returns the session
 -- id, or nil, message, code (engine.call's, or a refused message's).
-function M.create(message)
+function M.create(message, principal)
   -- Checked before the session exists: a refused first message starts none.
   if message ~= nil and (type(message) ~= "string" or message == "") then
     return nil, "message must be a non-empty string", "bad_request"
@@ -27,7 +27,7 @@ function M.create(message)
   local id, err, code = engine.call(TOOL, "{}", { setup = agent.inbox_setup })
   if not id then return nil, err, code end
   if message ~= nil then
-    local ok, serr = send(id, { message = message })
+    local ok, serr = send(id, { message = message, principal = principal })
     if not ok then return nil, serr.message, serr.code end
   end
   return id
@@ -73,7 +73,14 @@ send = function(id, body)
     if policy ~= "steer" and policy ~= "queue" then
       return errors.fail("bad_request", "turnPolicy must be \"steer\" or \"queue\"")
     end
-    local kind, err = engine.deliver(inbox_token(id), { message = body.message, turnPolicy = policy })
+    -- principal: who speaks (a user id your app vouches for): user-scoped
+    -- connections resolve as whoever sent the message that started the turn.
+    local principal = body.principal
+    if principal ~= nil and (type(principal) ~= "string" or principal == "" or #principal > 128) then
+      return errors.fail("bad_request", "principal must be a string of 1 to 128 characters")
+    end
+    local kind, err = engine.deliver(inbox_token(id), { message = body.message, turnPolicy = policy,
+      principal = principal })
     if not kind then return nil, err end
     return true
   end

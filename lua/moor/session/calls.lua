@@ -192,7 +192,8 @@ local function run_call(call, session_id, state, turn_id)
     local signal = signals.new()
     state.inline[#state.inline + 1] = signal
     local ctx = ctx_builder._ctx { callId = call.id, toolName = call.name, runId = session_id, abortSignal = signal,
-      session = { id = session_id, turnId = turn_id, tasks = state.tasks:handle(signal) } }
+      session = { id = session_id, turnId = turn_id, principal = state.principal,
+        tasks = state.tasks:handle(signal) } }
     local sok, v = pcall(tool.body, input, ctx)
     for i = #state.inline, 1, -1 do if state.inline[i] == signal then table.remove(state.inline, i) end end
     output = taken(msg, sok, v)
@@ -205,14 +206,14 @@ local function run_call(call, session_id, state, turn_id)
     local function follow() engine.abort(signal, outer.reason) end
     if outer.aborted then follow() else outer:addEventListener("abort", follow) end
     local ctx = ctx_builder._plain_ctx { callId = call.id, toolName = call.name, abortSignal = signal,
-      session = { id = session_id, turnId = turn_id } }
+      session = { id = session_id, turnId = turn_id, principal = state.principal } }
     local step = flow.step("tool:" .. call.name, function(inp) return execute(inp, ctx) end, { retries = 0 })
     local sok, v = pcall(step, input)
     outer:removeEventListener("abort", follow)
     output = taken(msg, sok, v)
   else
     local sok, started = engine.op("child", registered, { tool = registered, input = call.input, callId = call.id,
-      session = { id = session_id, turnId = turn_id } })
+      session = { id = session_id, turnId = turn_id, principal = state.principal } })
     if not sok then error(started, 0) end
     if started.error then
       msg.content, msg.isError = started.error.message, true

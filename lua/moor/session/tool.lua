@@ -164,7 +164,10 @@ local function session_body(input, ctx)
   local function take_turn(d)
     turns = turns + 1
     local turn_id = ("turn_%d"):format(turns)
-    if d then transcript[#transcript + 1] = { role = "user", content = d.message } end
+    if d then
+      transcript[#transcript + 1] = { role = "user", content = d.message }
+      state.principal = d.principal -- (who started the turn: its calls' user-scoped tokens are theirs)
+    end
     local ok, outcome = pcall(run_turn, agent, transcript, turn_id, ctx.runId, counter, state, d and d.outputSchema)
     local replies = state.joined
     state.joined = {}

@@ -1,0 +1,189 @@
+--- ctx.getToken and ctx.requireAuth (issue 12; seeds 000 "Authorize inside a
+-- step", 003 §3.2 and §8). They work inside a step (a plain tool's body is
+-- one; a workflow's moor.step that receives the call's ctx directly as its
+-- first argument gets a restricted step context { session, callId, toolName,
+-- abortSignal, getToken, requireAuth }), and raise in a workflow body. A
+-- token is read from the token store (moor.auth.tokens), refreshed there when
+-- it is about to expire; when there is none, the step attempt ends with
+-- AuthRequired and the engine parks the run on a sign-in (engine/auth.lua).
+-- The attempt after the callback exchanges its code here, once: the
+-- completion marker makes a later retry read the stored token. A token is
+-- returned to the step and enters no log, result, stream or message.
+local core = require "moor.core"
+local engine = require "moor.engine"
+local errors = require "moor.errors"
+local ctx_builder = require "moor.authoring.ctx"
+local flow = require "moor.authoring.flow"
+local connection = require "moor.auth.connection"
+local tokens = require "moor.auth.tokens"
+local oauth = require "moor.auth.oauth"
+
+local type, select, getmetatable, tostring = type, select, getmetatable, tostring
+local fmt = string.format
+local FatalError = errors.FatalError
+
+local M = {}
+
+local REFRESH_EARLY = 60000 -- ms before expiry a token is refreshed
+
+-- Who a token is for: whoever launched the call (the session's principal at
+-- the call), or the agent for a connection that is not user-scoped.
+local function principal_of(def, session)
+  if not def.userScoped then return "agent" end
+  local p = type(session) == "table" and session.principal
+  if type(p) == "string" and p ~= "" then return p end
+  return "local"
+end
+
+local function outside(what, level)
+  error(FatalError(("%s belongs in a step: pass the call's ctx directly as the step's first argument "
+    .. "(moor.step(\"read\", function(ctx, repo) ... ctx.%s(provider) ... end)); a workflow body is replayed, "
+    .. "and a token must never enter its log"):format(what, what:match("%.(%a+)$") or what)), level + 1)
+end
+
+local function check(what, c, level)
+  if engine.in_body() or not engine.step_info() then outside(what, level + 1) end
+  local def, name = connection.resolve(c)
+  if not def then error(FatalError(what .. ": " .. name), level + 1) end
+  return def, name, engine.step_info()
+end
+
+engine.auth_on_begin(function(auth, state, callback)
+  local def = connection.registry[auth.connection]
+  if not def then return nil, "there is no connection named " .. tostring(auth.connection) end
+  local verifier, challenge = oauth.pkce()
+  local ok, err = tokens.put_pending(state, { verifier = verifier, connection = auth.connection,
+    principal = auth.principal, redirect_uri = callback, created = core.now() })
+  if not ok then return nil, err end
+  return oauth.authorize_url(def, state, challenge, callback)
+end)
+
+local function required(def, name, principal)
+  error(errors.new("AuthRequired", fmt("%s needs a sign-in", name),
+    { auth = { connection = name, description = def.description, principal = principal } }), 0)
+end
+
+-- The attempt right after a callback: take its code (or its refusal).
+local function take_callback(sa, def, name, level)
+  sa.used = true
+  local cb = sa.callback or {}
+  if cb.error then
+    engine.auth_complete(sa, "declined")
+    tokens.drop_pending(sa.state)
+    error(FatalError(fmt("the sign-in to %s was declined (%s%s)", name, tostring(cb.error),
+      type(cb.error_description) == "string" and (": " .. cb.error_description:sub(1, 200)) or "")), level + 1)
+  end
+  if not sa.exchanged and not cb.authorized then
+    local pending = tokens.pending(sa.state)
+    if not pending or type(cb.code) ~= "string" then
+      engine.auth_complete(sa, "failed")
+      error(FatalError(fmt("the sign-in to %s came back without a code to exchange", name)), level + 1)
+    end
+    local rec, err = oauth.exchange(def, pending, cb.code)
+    if not rec then
+      engine.auth_complete(sa, "failed")
+      error(FatalError(fmt("the sign-in to %s failed: %s", name, err)), level + 1)
+    end
+    local ok, serr = tokens.put(name, pending.principal, rec)
+    if not ok then error(FatalError("cannot keep the token: " .. tostring(serr)), level + 1) end
+    tokens.drop_pending(sa.state)
+  end
+  engine.auth_complete(sa, "authorized")
+end
+
+--- ctx.getToken(connection) -> { token }
+function M.get_token(session, c, level)
+  level = level or 1
+  local def, name, info = check("ctx.getToken", c, level + 1)
+  local sa = info.auth
+  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, level + 1) end
+  local principal = principal_of(def, session)
+  local rec = tokens.get(name, principal)
+  if rec and (not rec.expires_at or rec.expires_at > core.now() + REFRESH_EARLY) then
+    return { token = rec.access_token }
+  end
+  if rec and rec.refresh_token then
+    local fresh = oauth.refresh(def, rec.refresh_token)
+    if fresh then
+      tokens.put(name, principal, fresh)
+      return { token = fresh.access_token }
+    end
+  end
+  if rec then tokens.drop(name, principal) end
+  required(def, name, principal)
+end
+
+--- ctx.requireAuth(connection): the token was rejected (a 401): drop it and
+-- sign in again; right after a sign-in, fail instead (the loop guard).
+function M.require_auth(session, c, level)
+  level = level or 1
+  local def, name, info = check("ctx.requireAuth", c, level + 1)
+  local principal = principal_of(def, session)
+  tokens.drop(name, principal)
+  local sa = info.auth
+  if sa and sa.connection == name and sa.fresh then
+    error(FatalError(fmt("%s rejected the token it gave right after the sign-in; not asking to sign in again",
+      name)), level + 1)
+  end
+  required(def, name, principal)
+end
+
+--- The restricted context a step gets in place of the call's ctx.
+function M.step_ctx(ctx)
+  local session = ctx.session
+  local sc = { session = session, callId = ctx.callId, toolName = ctx.toolName, abortSignal = ctx.abortSignal }
+  sc.getToken = function(c) return M.get_token(session, c, 2) end
+  sc.requireAuth = function(c) return M.require_auth(session, c, 2) end
+  return sc
+end
+
+ctx_builder.set_auth(M.get_token, M.require_auth)
+
+-- A step's arguments: ctx passed directly becomes the step context; a ctx
+-- nested in an argument or captured by the step's function is refused.
+local is_ctx = ctx_builder.is_workflow_ctx
+local checked = setmetatable({}, { __mode = "k" })
+
+local function holds_ctx(v, depth)
+  if type(v) ~= "table" then return false end
+  if is_ctx(v) then return true end
+  if depth >= 3 or getmetatable(v) ~= nil then return false end
+  local n = 0
+  for _, x in pairs(v) do
+    n = n + 1
+    if n > 64 then return false end
+    if type(x) == "table" and holds_ctx(x, depth + 1) then return true end
+  end
+  return false
+end
+
+local NESTED = "pass the call's ctx directly as the step's first argument (step(ctx, ...)), not %s: "
+  .. "only then does the step get ctx.getToken and ctx.requireAuth"
+
+flow.set_step_args(function(name, fn, ...)
+  if not checked[fn] then
+    for i = 1, 255 do
+      local up, v = debug.getupvalue(fn, i)
+      if not up then break end
+      if is_ctx(v) then error(fmt("step '%s': " .. NESTED, name, "captured in the step's function"), 3) end
+    end
+    checked[fn] = true
+  end
+  local n = select("#", ...)
+  if n == 0 then return ... end
+  local first = ...
+  if is_ctx(first) then
+    local args = table.pack(...)
+    for i = 2, n do
+      if holds_ctx(args[i], 0) then error(fmt("step '%s': " .. NESTED, name, "inside another argument"), 3) end
+    end
+    args[1] = M.step_ctx(first)
+    return table.unpack(args, 1, n)
+  end
+  for i = 1, n do
+    if holds_ctx((select(i, ...)), 0) then error(fmt("step '%s': " .. NESTED, name, "inside another argument"), 3) end
+  end
+  return ...
+end)
+
+return M

@@ -1,0 +1,97 @@
+--- The token store (issue 12): access and refresh tokens, and the PKCE
+-- verifiers of sign-ins under way, in their own file, never in the database,
+-- an event, a step's input or result, a stream or a message. The file is
+-- JSON, mode 0600, written whole to a temporary file (made 0600 before any
+-- secret is written) and renamed over the old one. Its path: $MOOR_TOKENS,
+-- else tokens.json beside the database. Keys: connection and principal.
+local core = require "moor.core"
+local json = require "moor.json"
+local conf = require "moor.conf"
+
+local M = {}
+
+local cache, cache_path = nil, nil
+
+function M.path()
+  if conf.tokens_path then return conf.tokens_path end
+  local env = os.getenv("MOOR_TOKENS")
+  if env and env ~= "" then return env end
+  local db = core.db_path and core.db_path() or ".moor/moor.db"
+  return (db:match("^(.*)/[^/]*$") or ".") .. "/tokens.json"
+end
+
+local function load()
+  local path = M.path()
+  if cache and cache_path == path then return cache end
+  local data = { version = 1, tokens = {}, pending = {} }
+  local f = io.open(path, "rb")
+  if f then
+    local text = f:read("a")
+    f:close()
+    local v = json.decode(text)
+    if type(v) == "table" and type(v.tokens) == "table" then
+      data.tokens = v.tokens
+      data.pending = type(v.pending) == "table" and v.pending or {}
+    end
+  end
+  cache, cache_path = data, path
+  return data
+end
+
+local function save()
+  local path = M.path()
+  local tmp = path .. ".tmp"
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, "cannot write the token file: " .. tostring(err) end
+  local ok, cerr = core.chmod(tmp, tonumber("600", 8))
+  if not ok then f:close(); os.remove(tmp); return nil, cerr end
+  local text = json.encode({ version = 1, tokens = cache.tokens, pending = cache.pending })
+  f:write(text)
+  f:close()
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then os.remove(tmp); return nil, rerr end
+  return true
+end
+
+local function key(connection, principal) return connection .. "\0" .. principal end
+
+--- { access_token, refresh_token?, expires_at? (ms), obtained_at } or nil.
+function M.get(connection, principal) return load().tokens[key(connection, principal)] end
+
+function M.put(connection, principal, rec)
+  load().tokens[key(connection, principal)] = rec
+  return save()
+end
+
+function M.drop(connection, principal)
+  local d = load()
+  if d.tokens[key(connection, principal)] == nil then return true end
+  d.tokens[key(connection, principal)] = nil
+  return save()
+end
+
+--- A sign-in under way, by its callback's state: { verifier, connection,
+-- principal, redirect_uri, created }.
+function M.put_pending(state, rec)
+  local d = load()
+  local now = core.now()
+  for s, p in pairs(d.pending) do -- (sign-ins long abandoned go)
+    if type(p) ~= "table" or (p.created or 0) < now - 7 * 86400000 then d.pending[s] = nil end
+  end
+  d.pending[state] = rec
+  return save()
+end
+
+function M.pending(state) return load().pending[state] end
+
+function M.drop_pending(state)
+  local d = load()
+  if d.pending[state] == nil then return true end
+  d.pending[state] = nil
+  return save()
+end
+
+--- Forget what was read (a spec that changes the path).
+function M.reset() cache, cache_path = nil, nil end
+
+return M
