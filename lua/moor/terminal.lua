@@ -32,6 +32,10 @@ function M.format_event(run_id, kind, payload)
     return ("  [task %s: %s]"):format(p.taskId, tostring(p.text))
   elseif kind == "turn.held" then
     return "  (waiting for tasks: " .. table.concat(p.taskIds or {}, ", ") .. ")"
+  elseif kind == "authorization.required" and type(p.authorization) == "table" then
+    return ("[sign in to %s: open %s]"):format(tostring(p.name), tostring(p.authorization.url))
+  elseif kind == "authorization.completed" then
+    return ("[sign-in to %s: %s]"):format(tostring(p.connection), tostring(p.outcome))
   elseif kind == "input.resolved" and p.outcome == "cancelled" then
     return "  (question withdrawn)"
   end

@@ -200,6 +200,38 @@ describe("ctx.getToken in a step", function()
     assert.are.equal("cancelled", engine.run_status(id))
   end)
 
+  it("a plain tool in a session: the turn parks on the sign-in and the call runs again after it", function()
+    local runs = 0
+    support.register("auth_spec_plain", moor.defineTool {
+      description = "Read the repo.", inputSchema = s.object {},
+      execute = function(_, ctx)
+        runs = runs + 1
+        return { len = #ctx.getToken(fake).token, principal = ctx.session.principal }
+      end,
+    })
+    local seen = {}
+    local agent = moor.defineAgent {
+      instructions = "x", tools = { "auth_spec_plain" },
+      model = t.script(function(turn)
+        if turn.n == 1 then return { toolCalls = { { name = "auth_spec_plain", input = {} } } } end
+        seen.result = turn.messages[#turn.messages].content
+        return "done"
+      end),
+    }
+    local c = t.converse(agent, { { message = "read it", principal = "carol" } })
+    local q = pending_auth(c.sessionId)
+    assert.is_table(q, "the session's turn waits on a sign-in")
+    assert.are.equal(1, #support.kinds(c.events, "authorization.required"))
+    assert(t.authorize(q.requestId, { token = "carols-token" }))
+    local saved = engine.agent
+    engine.agent = agent
+    t.drive(c.sessionId)
+    engine.agent = saved
+    assert.are.equal('{"len":12,"principal":"carol"}', seen.result)
+    assert.are.equal(2, runs)
+    assert.is_table(tokens.get("fake", "carol"))
+  end)
+
   it("the token file is mode 0600", function()
     tokens.put("fake", "local", { access_token = "x" })
     local p = io.popen("stat -c %a " .. conf.tokens_path)

@@ -264,6 +264,10 @@ function M.format_input(req_id)
   local row = store.input(req_id)
   if not row then return nil, ("unknown input request '%s'"):format(req_id) end
   local req = decode(row.request)
+  if req.kind == "authorization" and type(req.authorization) == "table" then
+    return ("Sign in to %s (%s): open %s\nThe tool goes on by itself once you have."):format(tostring(req.name),
+      tostring(req.description), tostring(req.authorization.url))
+  end
   local out = { req.prompt }
   for i, o in ipairs(req.options or {}) do
     out[#out + 1] = ("  %d) %s [%s]%s"):format(i, o.label, o.id, o.description and (" - " .. o.description) or "")
