@@ -5,7 +5,7 @@
  *   serve.c (moor_listen, moor_serve), waiting.c      -> moor.c, error.c
  *   moor.c (the rest of moor.h)                        -> error.c, core*.c
  *   core.c (the moor.core table)                       -> core_store.c, core_clock.c,
- *                                                         core_http.c, core_os.c -> core_engine.c;
+ *                                                         core_http.c, core_os.c, harness.c -> core_engine.c;
  *                                                         sandbox.c (sandbox.h: its own states)
  *   all of them                                        -> store.c, http.c, fetch.c,
  *                                                         fetch_lua.c, json.c, lock.c
@@ -51,6 +51,8 @@ struct moor {
   uint64_t store_retry_at; /* uv_now() of the next retry */
   int owns_L;             /* 0 in module mode: the Lua state is the host program's */
   struct moor__after *afters; /* core.after timers pending (core_clock.c) */
+  struct moor__proc *procs;   /* core.spawn processes not yet reported (harness.c) */
+  struct moor__usrv *usrvs;   /* core.unix_listen servers open (harness.c) */
   char err[8192];
 };
 
@@ -95,6 +97,9 @@ int moor__core_open(lua_State *L);
 void moor__core_preload(lua_State *L);
 /* core_clock.c: before the Lua state goes, drop pending core.after timers uncalled. */
 void moor__timers_close(moor *m);
+/* harness.c: before the Lua state goes, SIGKILL every live core.spawn process
+ * group and close every core.unix_listen server, their callbacks uncalled. */
+void moor__harness_close(moor *m);
 
 /* Each binding file's functions, assembled into moor.core by core.c. */
 extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */
@@ -103,5 +108,6 @@ extern const luaL_Reg moor__core_clock_fns[]; /* core_clock.c: now, mono, wait, 
 extern const luaL_Reg moor__core_http_fns[];  /* core_http.c: http_respond, http_stream_start, ... */
 extern const luaL_Reg moor__core_os_fns[];    /* core_os.c: listdir, hash, sha256, random_bytes, getpid,
                                                  mkdir, chmod, rmdir, realpath */
+extern const luaL_Reg moor__core_harness_fns[]; /* harness.c: spawn, pid_start, kill_group, unix_listen, unix_reply, ... */
 
 #endif

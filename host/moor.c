@@ -170,6 +170,7 @@ void moor_close(moor *m) {
       if (moor__call_engine(m, "shutdown", 0, 0)) fprintf(stderr, "moor: %s\n", m->err);
     }
     moor__timers_close(m);
+    moor__harness_close(m);
     if (m->owns_L) lua_close(m->L);
   }
   moor_store_close(&m->store);

@@ -163,6 +163,39 @@
 #define MOOR_REGEX_JIT_STACK_MAX (8 * 1024 * 1024) /* JIT matches' stack, bytes */
 #endif
 
+/* --- harness agents (host/harness.c: processes and the Unix socket; host/wfa.c) */
+
+/* Defaults of core.unix_listen's options (each can be given per server). */
+#ifndef MOOR_HARNESS_MAX_CONNECTIONS
+#define MOOR_HARNESS_MAX_CONNECTIONS 64 /* open connections; the next is answered full_response (max_connections) */
+#endif
+#ifndef MOOR_HARNESS_MAX_REQUEST
+#define MOOR_HARNESS_MAX_REQUEST ((size_t)1024 * 1024 + 64 * 1024) /* a request line, bytes (max_request) */
+#endif
+#ifndef MOOR_HARNESS_LIFETIME_MS
+#define MOOR_HARNESS_LIFETIME_MS 30000u /* a connection is closed unanswered after, unless held (lifetime_ms) */
+#endif
+/* core.spawn's fixed limits. */
+#ifndef MOOR_HARNESS_STDERR_TAIL
+#define MOOR_HARNESS_STDERR_TAIL ((size_t)4096) /* last bytes of a process's stderr given to on_exit */
+#endif
+#ifndef MOOR_HARNESS_LINE_MAX
+#define MOOR_HARNESS_LINE_MAX ((size_t)1 << 20) /* a stdout line longer is cut to this many bytes */
+#endif
+/* The launcher client moor-wfa (host/wfa.c). */
+#ifndef MOOR_WFA_STDIN_MAX
+#define MOOR_WFA_STDIN_MAX ((size_t)1 << 20) /* standard input read for a JSON tool or `result` */
+#endif
+#ifndef MOOR_WFA_STDIN_MS
+#define MOOR_WFA_STDIN_MS 30000         /* ... within this long */
+#endif
+#ifndef MOOR_WFA_RESPONSE_MAX
+#define MOOR_WFA_RESPONSE_MAX ((size_t)256 * 1024 + 16 * 1024) /* the workflow's response line */
+#endif
+#ifndef MOOR_WFA_CONNECT_MS
+#define MOOR_WFA_CONNECT_MS 5000        /* a connect() waiting on a full backlog gives up (too-many-connections) */
+#endif
+
 /* --- the sandbox for model-written programs (host/sandbox.c) --------------- */
 
 /* Defaults of core.sandbox_new's options (each can be given per sandbox). */

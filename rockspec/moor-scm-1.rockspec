@@ -30,7 +30,7 @@ build = {
                   "host/core.c", "host/core_engine.c", "host/core_store.c", "host/core_clock.c",
                   "host/core_http.c", "host/core_os.c", "host/store.c", "host/lock.c", "host/json.c",
                   "host/http.c", "host/fetch.c", "host/fetch_lua.c", "host/regex.c",
-                  "host/sandbox.c" },
+                  "host/sandbox.c", "host/harness.c" },
       defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
       incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)",
                   "$(CRYPTO_INCDIR)", "$(PCRE2_INCDIR)" },

@@ -1,8 +1,9 @@
 -- The C sources of moor.core, listed twice: CMakeLists.txt (MOOR_SOURCES,
 -- the primary build) and the rockspec (moor.core's sources, a stock Lua's
 -- build). They must name the same files, and every host/*.c but the CLI's
--- main.c must be in them, so a file added to one build is not missing from
--- the other. Reads the lists; names no file itself.
+-- main.c and the launcher's wfa.c must be in them, so a file added to one build is not missing from
+-- the other. Reads the lists; names no other file itself (wfa.c is the
+-- launcher moor-wfa, its own program as main.c is).
 --   lua5.4 check_sources.lua CMakeLists.txt rockspec/moor-scm-1.rockspec host
 local cmake_path, rockspec_path, host_dir = arg[1], arg[2], arg[3]
 
@@ -51,7 +52,7 @@ if host_dir then
   local on_disk = {}
   for line in ls:lines() do
     local name = "host/" .. line:match("([^/]+)$")
-    if name ~= "host/main.c" then on_disk[name] = true end
+    if name ~= "host/main.c" and name ~= "host/wfa.c" then on_disk[name] = true end
   end
   ls:close()
   missing(on_disk, cmake, cmake_path .. " (MOOR_SOURCES)")
