@@ -425,6 +425,10 @@ function M.end_turn(a, turn, reason, extra)
 end
 
 local function exited(a, turn, status, signal, tail)
+  if turn.holding then
+    turn.holding = false
+    engine.hold_loop(-1)
+  end
   if turn.proc then turn.proc:kill("KILL") end -- (what it left running in its group)
   if turn.ended then
     if turn.row then store.delete_harness_turn(a.token, turn.n) end
@@ -480,6 +484,8 @@ function M.start_turn(spec)
         tostring(cmd.argv[1]), tostring(perr)) }
     end
     turn.proc = proc
+    turn.holding = true -- (the loop turns until it exited: `moor call` drives the turn)
+    engine.hold_loop(1)
     local pid = proc:pid()
     store.insert_harness_turn(a.token, turn.n, pid, core.pid_start(pid), a.dir, now_ms())
     turn.row = true
@@ -501,7 +507,16 @@ function M.reply(token, n, id, payload)
     finish_call(turn, c, { code = "failed", exit = teach.EXIT.failed, stderr = payload.error .. "\n",
       error = payload.error })
   else
-    finish_call(turn, c, ok(payload.stdout, payload.output))
+    -- what the agent reads: a string as it is, any other JSON value as
+    -- JSON, nothing as nothing (seed 001)
+    local out = payload.output
+    local stdout = nil
+    if type(out) == "string" then
+      stdout = out
+    elseif out ~= nil then
+      stdout = encode(out)
+    end
+    finish_call(turn, c, ok(stdout, out))
   end
 end
 
