@@ -76,6 +76,10 @@ local function b64(bytes)
       out[#out + 1] = A:sub(c + 1, c + 1)
     end
   end
+  if n > 0 then -- (the last bits: 16 bytes make 22 characters, not 21)
+    local c = (bits << (6 - n)) & 63
+    out[#out + 1] = A:sub(c + 1, c + 1)
+  end
   return concat(out)
 end
 
