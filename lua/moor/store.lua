@@ -216,8 +216,15 @@ end
 ---------------------------------------------------------------------------
 -- harness agents' turns with a live process (lua/moor/harness/host.lua)
 
+-- The table should come from host/store.c's migration 5 (issue 11's design);
+-- until it does, it is made here (in the open transaction) before a row goes in.
+local HARNESS_TURNS = "CREATE TABLE IF NOT EXISTS harness_turns(token TEXT NOT NULL, turn INTEGER NOT NULL, "
+  .. "pid INTEGER NOT NULL, pstart TEXT, dir TEXT NOT NULL, created INTEGER NOT NULL, PRIMARY KEY (token, turn))"
+
 --- Record that turn n of a harness agent's hook token runs process pid.
 function M.insert_harness_turn(token, n, pid, pstart, dir, t)
+  local ok, err = exec(HARNESS_TURNS)
+  if not ok then return nil, err end
   return exec("INSERT OR REPLACE INTO harness_turns(token, turn, pid, pstart, dir, created) VALUES(?,?,?,?,?,?)",
     token, n, pid, pstart, dir, t)
 end
