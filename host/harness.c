@@ -43,8 +43,8 @@ static void ignore_sigpipe(void) {
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
 }
 
-/* Call the function at the top of the stack with nargs below it... pushed
- * after it; an error is printed as core.after's are. */
+/* Call the function pushed before its nargs arguments; an error is printed
+ * as core.after's are. */
 static void call_lua(lua_State *L, int nargs, const char *what) {
   if (lua_pcall(L, nargs, 0, 0) != LUA_OK) {
     fprintf(stderr, "moor: %s callback: %s\n", what, lua_tostring(L, -1));
@@ -340,7 +340,8 @@ static int l_spawn(lua_State *L) {
   lua_Integer argc = (lua_Integer)lua_rawlen(L, argv_idx);
   if (argc < 1) return luaL_error(L, "spawn: argv must name a program");
   for (lua_Integer i = 1; i <= argc; i++) {
-    if (lua_rawgeti(L, argv_idx, i) != LUA_TSTRING) return luaL_error(L, "spawn: argv[%d] must be a string", (int)i);
+    if (lua_rawgeti(L, argv_idx, i) != LUA_TSTRING)
+      return luaL_error(L, "spawn: argv[%d] must be a string", (int)i);
     lua_pop(L, 1);
   }
   const char *cwd = NULL;
@@ -354,10 +355,17 @@ static int l_spawn(lua_State *L) {
   int env_idx = lua_gettop(L);
   if (env_type != LUA_TNIL && env_type != LUA_TTABLE) return luaL_error(L, "spawn: env must be a table");
   if (env_type == LUA_TTABLE) check_env(L, env_idx);
-  if (lua_getfield(L, 1, "on_line") > LUA_TNIL && !lua_isfunction(L, -1)) return luaL_error(L, "spawn: on_line must be a function");
-  if (lua_getfield(L, 1, "on_exit") > LUA_TNIL && !lua_isfunction(L, -1)) return luaL_error(L, "spawn: on_exit must be a function");
+  if (lua_getfield(L, 1, "on_line") != LUA_TNIL && !lua_isfunction(L, -1))
+    return luaL_error(L, "spawn: on_line must be a function");
+  if (lua_getfield(L, 1, "on_exit") != LUA_TNIL && !lua_isfunction(L, -1))
+    return luaL_error(L, "spawn: on_exit must be a function");
+  proc_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the process: this may raise */
+  box->p = NULL;
+  box->pid = 0;
+  luaL_setmetatable(L, PROC_MT);
+  int box_idx = lua_gettop(L);
 
-  /* Everything Lua can raise on is checked: from here on allocations are freed on every path. */
+  /* Everything Lua can raise on is done: from here on allocations are freed on every path. */
   if (shim) {
     snprintf(pidbuf, sizeof pidbuf, "%d", (int)getpid());
     if (strv_push(&args, strdup(shim)) || strv_push(&args, strdup("--exec")) ||
@@ -450,11 +458,10 @@ static int l_spawn(lua_State *L) {
       close_if_open((uv_handle_t *)&p->in);
     }
   }
-  proc_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->p = p;
   box->pid = p->pid;
   p->box = box;
-  luaL_setmetatable(L, PROC_MT);
+  lua_pushvalue(L, box_idx);
   return 1;
 
 fail:
@@ -603,7 +610,8 @@ struct uconn {
   int state;
   int counted;
   int discard;            /* over max_request: read (and drop) to the end, then answer */
-  const char *preset;     /* answered this when the request is in (full, another user) */
+  const char *preset;     /* answered this when the request is in (full_response) */
+  const char *bad;        /* else answered bad-request for this reason (another user) */
   char *buf;
   size_t len, cap;
   char *wbuf;
@@ -713,6 +721,10 @@ static void conn_request(uconn *c, size_t len) {
     conn_answer(c, c->preset, strlen(c->preset));
     return;
   }
+  if (c->bad) {
+    conn_bad(c, c->bad);
+    return;
+  }
   if (c->discard) {
     char reason[96];
     snprintf(reason, sizeof reason, "the request is over %zu bytes", s->max_request);
@@ -807,8 +819,7 @@ static void on_connection(uv_stream_t *server, int status) {
     socklen_t len = sizeof cred;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) ||
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.uid != geteuid())
-      c->preset = "{\"v\":1,\"code\":\"bad-request\",\"exit\":8,"
-                  "\"stderr\":\"bad-request: the connection is not from this workflow's user\\n\"}";
+      c->bad = "the connection is not from this workflow's user";
   }
   uv_timer_start(&c->timer, conn_expired, s->lifetime_ms, 0);
   uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
@@ -859,7 +870,8 @@ static int l_unix_listen(lua_State *L) {
   lua_Integer max_conn = opt_int(L, 1, "max_connections", MOOR_HARNESS_MAX_CONNECTIONS, 1);
   lua_Integer max_req = opt_int(L, 1, "max_request", (lua_Integer)MOOR_HARNESS_MAX_REQUEST, 1);
   lua_Integer life = opt_int(L, 1, "lifetime_ms", MOOR_HARNESS_LIFETIME_MS, 1);
-  if (lua_getfield(L, 1, "on_request") != LUA_TFUNCTION) return luaL_error(L, "unix_listen: on_request must be a function");
+  if (lua_getfield(L, 1, "on_request") != LUA_TFUNCTION)
+    return luaL_error(L, "unix_listen: on_request must be a function");
   int request_idx = lua_gettop(L);
   int t = lua_getfield(L, 1, "bad_response");
   int bad_idx = lua_gettop(L);
@@ -871,6 +883,10 @@ static int l_unix_listen(lua_State *L) {
     return 2;
   }
 
+  usrv_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the socket: this may raise */
+  box->s = NULL;
+  luaL_setmetatable(L, USRV_MT);
+  int box_idx = lua_gettop(L);
   moor__usrv *s = calloc(1, sizeof *s);
   if (s) {
     s->path = strdup(path);
@@ -923,10 +939,9 @@ static int l_unix_listen(lua_State *L) {
   if (s->next) s->next->prev = &s->next;
   s->prev = &m->usrvs;
   m->usrvs = s;
-  usrv_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->s = s;
   s->box = box;
-  luaL_setmetatable(L, USRV_MT);
+  lua_pushvalue(L, box_idx);
   return 1;
 
 fail:

@@ -43,3 +43,19 @@ moor.run()
 local sstatus, sresult = moor.status(sid)
 assert(sstatus == "completed" and sresult == '{"waitedSeconds":0.02}', "sleep: " .. tostring(sresult))
 print("ok: the built-in sleep ran " .. sid)
+
+-- Harness agents' processes and socket (host/harness.c) on a stock Lua: a
+-- process run to its end, and a process group and a server left open for
+-- the state's close to end (lua_close: the engine's __gc kills and frees them).
+local seen = {}
+assert(core.spawn { argv = { "sh", "-c", "echo hi; exit 4" },
+  on_line = function(line) seen.line = line end,
+  on_exit = function(code) seen.status = code end })
+local t0 = core.mono()
+while seen.status == nil and core.mono() - t0 < 10000000 do core.wait(10) end
+assert(seen.line == "hi" and seen.status == 4, "spawn: " .. tostring(seen.line) .. " " .. tostring(seen.status))
+assert(core.wfa_path(), "moor-wfa is found (the build tree's)")
+local dir = os.getenv("MOOR_DB"):match("^(.*)/[^/]*$")
+assert(core.spawn { argv = { "sleep", "30" } })
+assert(core.unix_listen { path = dir .. "/smoke.sock", full_response = "{}", on_request = function() end })
+print("ok: core.spawn and core.unix_listen in module mode")

@@ -1,9 +1,9 @@
 -- The C sources of moor.core, listed twice: CMakeLists.txt (MOOR_SOURCES,
 -- the primary build) and the rockspec (moor.core's sources, a stock Lua's
 -- build). They must name the same files, and every host/*.c but the CLI's
--- main.c and the launcher's wfa.c must be in them, so a file added to one build is not missing from
--- the other. Reads the lists; names no other file itself (wfa.c is the
--- launcher moor-wfa, its own program as main.c is).
+-- main.c and the launcher's wfa.c (moor-wfa, its own program) must be in
+-- them, so a file added to one build is not missing from the other. Reads
+-- the lists; names no file itself but those two programs.
 --   lua5.4 check_sources.lua CMakeLists.txt rockspec/moor-scm-1.rockspec host
 local cmake_path, rockspec_path, host_dir = arg[1], arg[2], arg[3]
 
