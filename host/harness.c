@@ -38,6 +38,16 @@ extern char **environ;
 /* libuv writes pipes and sockets with write(2): a reader that went away must
  * fail the write (EPIPE), not kill the host. As serve.c: unless the embedder
  * chose a disposition. (uv_spawn resets the child's signals.) */
+
+/* The state callbacks run on: the main thread, never L itself, which may be
+ * a coroutine (a step's) that is suspended or gone when the callback fires. */
+static lua_State *main_thread(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  return main;
+}
+
 static void ignore_sigpipe(void) {
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
@@ -394,7 +404,7 @@ static int l_spawn(lua_State *L) {
     goto fail;
   }
   p->m = m;
-  p->L = L;
+  p->L = main_thread(L);
   p->line_ref = p->exit_ref = LUA_NOREF;
 
   ignore_sigpipe();
@@ -907,7 +917,7 @@ static int l_unix_listen(lua_State *L) {
   s->full[full_len] = '\0';
   s->full_len = full_len;
   s->m = m;
-  s->L = L;
+  s->L = main_thread(L);
   s->max_connections = max_conn;
   s->max_request = (size_t)max_req;
   s->lifetime_ms = (uint64_t)life;

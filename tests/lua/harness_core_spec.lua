@@ -175,6 +175,50 @@ describe("core.spawn", function()
     assert.are.equal("err\n", r.tail)
   end)
 
+  it("runs its callbacks on the main thread, not on a coroutine that called it and is suspended", function()
+    local seen = { lines = {} }
+    local co = coroutine.create(function()
+      assert(core.spawn { argv = { "sh", "-c", "echo one; echo two; exit 5" },
+        on_line = function(line) seen.lines[#seen.lines + 1] = line end,
+        on_exit = function(status) seen.status = status end })
+      local x = coroutine.yield()
+      return x + 1
+    end)
+    assert(coroutine.resume(co))
+    assert.are.equal("suspended", coroutine.status(co))
+    assert(wait_until(function() return seen.status end), "no exit")
+    assert.are.same({ "one", "two" }, seen.lines)
+    assert.are.equal(5, seen.status)
+    assert.are.same({ true, 42 }, { coroutine.resume(co, 41) }) -- the coroutine is intact
+    -- a coroutine that is gone (collected) when the callbacks fire
+    seen = { lines = {} }
+    coroutine.wrap(function()
+      assert(core.spawn { argv = { "sh", "-c", "sleep 0.2; echo late" },
+        on_line = function(line) seen.lines[#seen.lines + 1] = line end,
+        on_exit = function(status) seen.status = status end })
+    end)()
+    collectgarbage()
+    collectgarbage()
+    assert(wait_until(function() return seen.status end), "no exit")
+    assert.are.same({ "late" }, seen.lines)
+    local dir = tmpdir()
+    local got = {}
+    co = coroutine.create(function()
+      local s = assert(core.unix_listen { path = dir .. "/s", full_response = FULL,
+        on_request = function(id, text)
+          got.text = text
+          core.unix_reply(id, '{"v":1,"code":"ok","exit":0}')
+        end })
+      coroutine.yield(s)
+    end)
+    local _, server = assert(coroutine.resume(co))
+    local res = background(dir, "printf 'hi\\n' | " .. sh_quote(UNIX_SEND) .. " " .. sh_quote(dir .. "/s"))
+    assert.are.equal('{"v":1,"code":"ok","exit":0}\n', result_of(res).out)
+    assert.are.equal("hi", got.text)
+    server:close()
+    rm_rf(dir)
+  end)
+
   it("refuses a program that is not there", function()
     local p, err = core.spawn { argv = { "moor-no-such-program-xyz" }, on_exit = function() end }
     assert.is_nil(p)
