@@ -6,7 +6,7 @@ local t = moor.testing
 local BACKLOG = { items = { { id = "b1", title = "Login page is slow" }, { id = "b2", title = "Cron job fails" } } }
 
 describe("triage", function()
-  it("teaches list_items by name, set_priority as flags and label_item as JSON, and keeps what the agent set", function()
+  it("teaches list_items by name, set_priority as flags, label_item as JSON; keeps what the agent set", function()
     local prompt, seen = nil, {}
     local run = t.workflow("triage", BACKLOG, {
       agents = {

@@ -91,10 +91,10 @@ M.subscribe = log.subscribe
 --- fn(runId) is called when a run ends (completed, failed or cancelled; not
 -- when it is only dropped from memory to be replayed).
 function M.on_run_end(fn) S.on_end[#S.on_end + 1] = fn end
---- Outside work a run waits for that the loop must keep turning for, as
--- for a step parked on I/O (a harness agent's process, so `moor call` drives
--- its turn): hold_loop(1) when it starts, hold_loop(-1) once it is over.
-function M.hold_loop(d) S.io_inflight = S.io_inflight + d end
+--- Work outside the engine that will report back into a run (a harness
+-- agent's turn) starts (+1) or ends (-1): while any is under way, tick's due
+-- stays within a second, so moor_run and moor call keep the loop turning.
+function M.outside(delta) S.outside = S.outside + delta end
 
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs

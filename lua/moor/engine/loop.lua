@@ -119,11 +119,11 @@ function M.tick()
   if due then
     local d = due - now_ms()
     if d < 0 then d = 0 end
-    if S.io_inflight > 0 and d > 1000 then d = 1000 end
+    if (S.io_inflight > 0 or S.outside > 0) and d > 1000 then d = 1000 end
     return d, store_error, log.store_error == nil
   end
   -- Steps waiting on I/O: the loop wakes when it completes.
-  if S.io_inflight > 0 then return 1000, store_error, log.store_error == nil end
+  if S.io_inflight > 0 or S.outside > 0 then return 1000, store_error, log.store_error == nil end
   return nil, store_error, log.store_error == nil
 end
 

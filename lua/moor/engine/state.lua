@@ -21,6 +21,7 @@ S.runq, S.qhead, S.qtail = {}, 1, 0 -- threads ready to resume (FIFO: determinis
 S.pending, S.npending = {}, 0       -- completions appended, not yet committed
 S.replaying = {}        -- runs still answering ops from their log (array)
 S.io_inflight = 0       -- steps parked on I/O
+S.outside = 0           -- work outside the engine that reports back into a run (harness agents' turns)
 S.later = {}            -- threads that paused (moor.pause) until the loop turns once
 S.holding = {}          -- runs holding results back while a thread of theirs is paused
 S.on_end = {}           -- functions called with a run's id when it ends (engine.on_run_end)

@@ -415,6 +415,7 @@ end
 function M.end_turn(a, turn, reason, extra)
   if turn.ended then return end
   turn.ended = true
+  if turn.live then engine.outside(-1) end
   if a.turn == turn then a.turn = nil end
   if turn.proc and turn.proc:running() then turn.proc:kill("KILL") end
   if turn.row then store.delete_harness_turn(a.token, turn.n) end
@@ -429,10 +430,6 @@ function M.end_turn(a, turn, reason, extra)
 end
 
 local function exited(a, turn, status, signal, tail)
-  if turn.holding then
-    turn.holding = false
-    engine.hold_loop(-1)
-  end
   if turn.proc then turn.proc:kill("KILL") end -- (what it left running in its group)
   if turn.ended then
     if turn.row then store.delete_harness_turn(a.token, turn.n) end
@@ -470,6 +467,8 @@ function M.start_turn(spec)
     .. assert(teach.prompt_block(a.launcher, spec.tools))
   local turn = { n = spec.n, schema = spec.schema, stream = {}, deadline = now_ms() + spec.timeout_ms }
   a.turn = turn
+  turn.live = true
+  engine.outside(1)
   local script = scripts and scripts[spec.key]
   if script ~= nil then
     after(0, function() run_script(a, turn, script, prompt) end)
@@ -484,12 +483,11 @@ function M.start_turn(spec)
     if not proc then
       a.turn = nil
       turn.ended = true
+      engine.outside(-1)
       return { failed = ("cannot start the %s harness (%s): %s"):format(runtime.name(spec.runtime),
         tostring(cmd.argv[1]), tostring(perr)) }
     end
     turn.proc = proc
-    turn.holding = true -- (the loop turns until it exited: `moor call` drives the turn)
-    engine.hold_loop(1)
     local pid = proc:pid()
     store.insert_harness_turn(a.token, turn.n, pid, core.pid_start(pid), a.dir, now_ms())
     turn.row = true
@@ -511,16 +509,11 @@ function M.reply(token, n, id, payload)
     finish_call(turn, c, { code = "failed", exit = teach.EXIT.failed, stderr = payload.error .. "\n",
       error = payload.error })
   else
-    -- what the agent reads: a string as it is, any other JSON value as
-    -- JSON, nothing as nothing (seed 001)
+    -- What the agent reads: a string as it is, any other JSON value as JSON, nothing as nothing.
     local out = payload.output
-    local stdout = nil
-    if type(out) == "string" then
-      stdout = out
-    elseif out ~= nil then
-      stdout = encode(out)
-    end
-    finish_call(turn, c, ok(stdout, out))
+    local text = nil
+    if type(out) == "string" then text = out elseif out ~= nil and out ~= json.null then text = encode(out) end
+    finish_call(turn, c, ok(text, out))
   end
 end
 
