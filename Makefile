@@ -34,6 +34,7 @@ bench: build
 	$(BUILD)/moor_bench tests/bench/agent tests/bench/task_agent tests/bench/workflow_agent
 	@rm -f $(BUILD)/bench-sandbox.db*
 	MOOR_DB=$(BUILD)/bench-sandbox.db lua5.4 -e "package.cpath='$(BUILD)/lua/?.so;'..package.cpath" tests/bench/sandbox.lua
+	lua5.4 tests/bench/harness.lua $(BUILD)/moor 1000
 	@command -v wrk >/dev/null || apt-get install -y wrk >/dev/null 2>&1 || \
 	  { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; } || \
 	  echo "wrk could not be installed: no requests/s figure"

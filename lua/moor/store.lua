@@ -221,7 +221,8 @@ end
 ---------------------------------------------------------------------------
 -- harness agents' turns with a live process (lua/moor/harness/host.lua)
 
---- Record that turn n of a harness agent's hook token runs process pid.
+--- Record that turn n of a harness agent's hook token runs process pid
+-- (the table: host/store.c's migration 5).
 function M.insert_harness_turn(token, n, pid, pstart, dir, t)
   return exec("INSERT OR REPLACE INTO harness_turns(token, turn, pid, pstart, dir, created) VALUES(?,?,?,?,?,?)",
     token, n, pid, pstart, dir, t)

@@ -533,7 +533,13 @@ end)
 function M.recover()
   for _, row in ipairs(store.harness_turns() or {}) do
     interrupted[row.token .. ":" .. row.turn] = true
-    if row.pid > 0 and row.pstart and core.pid_start(row.pid) == row.pstart then core.kill_group(row.pid, 9) end
+    -- The harness itself may be gone (its death signal killed it, and it was
+    -- reaped) while what it started lives on in its group: the group is
+    -- killed then too. A pid that names another process now (another start
+    -- time) is left alone. (While any member lives, the kernel gives no new
+    -- process the group's id.)
+    local started = row.pid > 1 and core.pid_start(row.pid)
+    if row.pid > 1 and (started == nil or started == row.pstart) then core.kill_group(row.pid, 9) end
     store.delete_harness_turn(row.token, row.turn)
     engine.deliver(row.token, { turn = row.turn, ended = { reason = "interrupted" } })
     if root == nil then M.root() end
