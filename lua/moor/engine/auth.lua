@@ -140,13 +140,15 @@ function M.callback(state, params)
 end
 
 --- The marker after a sign-in, with no credentials: outcome "authorized",
--- "declined" or "failed" (recorded once per callback).
+-- "declined" or "failed" (recorded once per callback: a later attempt of the
+-- step, which reads the stored token, records no second one).
 function M.complete(sa, outcome)
   if not sa or sa.marked then return end
   sa.marked = true
   local r, n = sa.run, sa.n
   if r.settled then return end
   local rec = r.recorded[n]
+  if outcome == "authorized" and rec and rec.auth_done then return end
   if outcome == "authorized" and rec then rec.auth_done = true end
   append(r, n, "authorization.completed", rec and rec.name or nil,
     encode({ connection = sa.connection, outcome = outcome }))
