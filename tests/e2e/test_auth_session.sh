@@ -199,6 +199,10 @@ AUTH_URL2=$(sign_in_url "$T/stream2")
 unfollow
 [ "$(count "before octo/hello" "$COUNT")" = 1 ] || fail "the counting step ran $(count "before octo/hello" "$COUNT") times"
 [ "$(count "read octo/hello" "$COUNT")" = 1 ] || fail "the auth step ran $(count "read octo/hello" "$COUNT") times"
+# Someone else speaks in the session while the call waits: the call still
+# signs in as bob, who launched it.
+req POST "/v1/sessions/$SID2" '{"message": "mallory here, hello", "principal": "mallory"}'
+[ "$CODE" = 202 ] || fail "a steering message from mallory: $CODE $BODY"
 [ -s "$T/moor.db-wal" ] && cp "$T/moor.db-wal" "$T/wal.copy1"
 cp "$T/tokens.json" "$T/pending2.json"
 kill_dev
@@ -210,6 +214,7 @@ browse "$AUTH_URL2&login=bob"
 case $BROWSE in "200 $URL/v1/auth/callback?code=ac_"*) ;; *) fail "the sign-in after the restart: $BROWSE" ;; esac
 wait_for final_text "$SID2" 'Tool counted_repo said: '
 grep -qF '\"user\":\"bob\"' "$T/session.json" || fail "bob's result: $(cat "$T/session.json")"
+! grep -qF 'mallory' "$T/tokens.json" || fail "mallory has a token: $(cat "$T/tokens.json")"
 [ "$(count "before octo/hello" "$COUNT")" = 1 ] || fail "the counting step ran $(count "before octo/hello" "$COUNT") times after the restart"
 [ "$(count "read octo/hello" "$COUNT")" = 2 ] || fail "the auth step ran $(count "read octo/hello" "$COUNT") times, not 2"
 stat_is token_code 2 "each sign-in's code exchanged once"
