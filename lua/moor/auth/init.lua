@@ -82,6 +82,7 @@ local function take_callback(sa, def, name, level)
     local rec, err = oauth.exchange(def, pending, cb.code)
     if not rec then
       engine.auth_complete(sa, "failed")
+      tokens.drop_pending(sa.state) -- (the code is spent: the verifier is of no more use)
       error(FatalError(fmt("the sign-in to %s failed: %s", name, err)), level + 1)
     end
     local ok, serr = tokens.put(name, pending.principal, rec)
