@@ -212,6 +212,16 @@ describe("sign-in against fake_oauth", function()
       assert.is_nil(e.payload:find(fresh.access_token, 1, true), e.kind)
       assert.is_nil(e.payload:find(fresh.refresh_token, 1, true), e.kind)
     end
+    -- a refresh token the provider no longer knows: the token is dropped and
+    -- the step parks on a sign-in
+    control(short, { reset = true })
+    local id3 = t.start(tool("short"), {})
+    t.drive(id3)
+    assert.is_table(pending_auth(id3), "a sign-in when the refresh is refused")
+    assert.is_nil(tokens.get("oauth_spec_short", "local"))
+    assert.are.equal(1, stats(short).token_error)
+    t.cancel(id3)
+    t.drive(id3)
     -- a token far from expiry (the default provider's hour) is not refreshed
     local id2 = t.start(tool("default"), {})
     t.drive(id2)
@@ -282,6 +292,42 @@ describe("sign-in against fake_oauth", function()
     assert.is_nil(tokens.get("oauth_spec", "local"))
     assert.is_nil(tokens.pending(state), "the spent sign-in's PKCE verifier is forgotten")
     assert.are.equal(2, reads) -- parked, then the one attempt after the callback
+  end)
+
+  it("a run replayed while parked on the sign-in waits on the same callback", function()
+    local id = t.start(tool("default"), {})
+    t.drive(id)
+    local url = pending_auth(id).request.authorization.url
+    assert.is_nil((t.restart(id)))
+    assert.are.equal("running", engine.run_status(id))
+    assert.are.equal(url, pending_auth(id).request.authorization.url)
+    sign_in(id)
+    t.drive(id)
+    local v, err = t.outcome(id)
+    assert.is_nil(err)
+    assert.are.equal("alice", v.user)
+    assert.are.equal(1, stats(base).token_code)
+  end)
+
+  it("a sign-in not completed in time fails the step; its late callback is refused", function()
+    local saved = conf.AUTH_TTL
+    conf.AUTH_TTL = 300
+    local id = t.start(tool("default"), {})
+    t.drive(id, 50)
+    conf.AUTH_TTL = saved
+    local q = pending_auth(id)
+    local state = assert(engine.auth_state(q.requestId))
+    t.drive(id)
+    local _, err = t.outcome(id)
+    assert.is_table(err, "the run ended")
+    assert.is_truthy(err.message:find("not completed in time", 1, true), err.message)
+    assert.are.same({ { connection = "oauth_spec", outcome = "timed-out" } },
+      support.kinds(t.events(id), "authorization.completed"))
+    assert.is_nil(pending_auth(id), "no longer listed")
+    local ok, cerr = engine.auth_callback(state, { code = "ac_late" })
+    assert.is_nil(ok)
+    assert.are.equal("not_found", cerr.code)
+    assert.are.equal(0, stats(base).token_code)
   end)
 
   it("keeps user-scoped tokens apart for two principals in two sessions", function()
