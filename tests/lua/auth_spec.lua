@@ -47,6 +47,8 @@ describe("ctx.getToken in a step", function()
     tokens.reset()
   end)
 
+  connection.registry.fake = moor.defineConnection { description = "The fake provider",
+    authorizationUrl = "http://127.0.0.1:9/authorize", tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test" }
   local fake = moor.connection("fake")
   local counts = {}
   local before = moor.step("auth_spec_before", function(k)
