@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #define MOOR_SCHEMA_VERSION 1
+/* The oldest schema a read-only open (moor runs, moor logs) reads as it is:
+ * migration 5 only adds a table (harness_turns) that no reader touches. */
+#define MOOR_SCHEMA_READ_OLDEST 4
 
 /* Each entry migrates from version i to i+1. Never edit a shipped entry:
  * append a new one, so old files upgrade in order. */
@@ -218,7 +221,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
       snprintf(s->err, sizeof s->err, "the file has no moor tables (an empty or foreign SQLite file)");
       return MOOR_ENOTFOUND;
     }
-    if (version != target) {
+    if (version != target && !(version >= MOOR_SCHEMA_READ_OLDEST && version < target)) {
       snprintf(s->err, sizeof s->err,
                "database schema version %d, this moor reads %d; %s", version, target,
                version < target ? "run 'moor resume' once to upgrade it" : "use a newer moor");

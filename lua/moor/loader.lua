@@ -38,7 +38,7 @@ local function define_line(src)
   local n = 0
   for line in (src .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    if line:find("define%a*Tool%s*[{(]") or line:find("defineAgent%s*[{(]")
+    if line:find("define%a*Tool%s*[{(]") or line:find("defineAgent%s*[{(]") or line:find("defineConnection%s*[{(]")
         or line:find("r[e]quire%s*%(?%s*[\"']moor%.tools%.") then return n end -- (r[e]: a pattern, not a call)
   end
   return 1

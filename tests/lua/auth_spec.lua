@@ -47,6 +47,8 @@ describe("ctx.getToken in a step", function()
     tokens.reset()
   end)
 
+  connection.registry.fake = moor.defineConnection { description = "The fake provider",
+    authorizationUrl = "http://127.0.0.1:9/authorize", tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test" }
   local fake = moor.connection("fake")
   local counts = {}
   local before = moor.step("auth_spec_before", function(k)
@@ -147,6 +149,28 @@ describe("ctx.getToken in a step", function()
     assert(t.cancel(id))
     t.drive(id)
     assert.are.equal("cancelled", engine.run_status(id))
+    local ok, err = engine.auth_callback(state, { code = "late" })
+    assert.is_nil(ok)
+    assert.are.equal("not_found", err.code)
+  end)
+
+  it("a sign-in nobody completes in time fails the step, and its callback is withdrawn", function()
+    local saved = conf.AUTH_TTL
+    conf.AUTH_TTL = 150
+    local name = workflow(function(_, ctx)
+      local ok, e = pcall(read, ctx, "x")
+      return { ok = ok, message = not ok and e.message or nil }
+    end)
+    local id = t.start(name, {})
+    t.drive(id, 20) -- (not as far as the link's expiry)
+    local q = pending_auth(id)
+    local state = engine.auth_state(q.requestId)
+    conf.AUTH_TTL = saved
+    t.drive(id)
+    local v = t.outcome(id)
+    assert.is_false(v.ok)
+    assert.is_truthy(v.message:find("not completed in time", 1, true), v.message)
+    assert.are.equal("timed-out", support.kinds(t.events(id), "authorization.completed")[1].outcome)
     local ok, err = engine.auth_callback(state, { code = "late" })
     assert.is_nil(ok)
     assert.are.equal("not_found", err.code)
