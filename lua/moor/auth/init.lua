@@ -63,8 +63,11 @@ local function required(def, name, principal)
     { auth = { connection = name, description = def.description, principal = principal } }), 0)
 end
 
--- The attempt right after a callback: take its code (or its refusal).
-local function take_callback(sa, def, name, level)
+-- The attempt right after a callback: take its code (or its refusal). The
+-- token it gives is stored tagged with the sign-in (a hash of its state), so
+-- an attempt that runs again after the host stopped before the completion
+-- marker was committed reads that token instead of spending the code twice.
+local function take_callback(sa, def, name, principal, level)
   sa.used = true
   local cb = sa.callback or {}
   if cb.error then
@@ -73,7 +76,9 @@ local function take_callback(sa, def, name, level)
     error(FatalError(fmt("the sign-in to %s was declined (%s%s)", name, tostring(cb.error),
       type(cb.error_description) == "string" and (": " .. cb.error_description:sub(1, 200)) or "")), level + 1)
   end
-  if not sa.exchanged and not cb.authorized then
+  local grant = core.sha256(sa.state)
+  local have = tokens.get(name, principal)
+  if not sa.exchanged and not cb.authorized and not (have and have.grant == grant) then
     local pending = tokens.pending(sa.state)
     if not pending or type(cb.code) ~= "string" then
       engine.auth_complete(sa, "failed")
@@ -85,10 +90,11 @@ local function take_callback(sa, def, name, level)
       tokens.drop_pending(sa.state) -- (the code is spent: the verifier is of no more use)
       error(FatalError(fmt("the sign-in to %s failed: %s", name, err)), level + 1)
     end
+    rec.grant = grant
     local ok, serr = tokens.put(name, pending.principal, rec)
     if not ok then error(FatalError("cannot keep the token: " .. tostring(serr)), level + 1) end
-    tokens.drop_pending(sa.state)
   end
+  tokens.drop_pending(sa.state)
   engine.auth_complete(sa, "authorized")
 end
 
@@ -97,8 +103,8 @@ function M.get_token(session, c, level)
   level = level or 1
   local def, name, info = check("ctx.getToken", c, level + 1)
   local sa = info.auth
-  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, level + 1) end
   local principal = principal_of(def, session)
+  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, principal, level + 1) end
   local rec = tokens.get(name, principal)
   if rec and (not rec.expires_at or rec.expires_at > core.now() + REFRESH_EARLY) then
     return { token = rec.access_token }
@@ -106,6 +112,7 @@ function M.get_token(session, c, level)
   if rec and rec.refresh_token then
     local fresh = oauth.refresh(def, rec.refresh_token)
     if fresh then
+      fresh.grant = rec.grant -- (still the sign-in's: see take_callback)
       tokens.put(name, principal, fresh)
       return { token = fresh.access_token }
     end
