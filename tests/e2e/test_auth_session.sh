@@ -9,11 +9,14 @@
 # model. A second session (another principal) calls counted_repo, a copy with
 # a counting step before the auth step: the host is killed with -9 while it
 # is parked on the sign-in, restarted on the same database and port, the URL
-# is followed, and the run completes with the counting step not repeated.
+# is followed, the step is killed with -9 again right after the code
+# exchange, and after that restart the run completes with the counting step
+# not repeated and the code exchanged once.
 # Then: the tokens and refresh tokens (read from the token file, mode 0600)
 # are in no database file, WAL, `moor logs --json`, SSE stream or stderr; a
 # declined sign-in reaches the model as "declined"; a cancelled session's
-# late callback gets 404.
+# late callback gets 404; a plain tool (defineTool) parks its turn on the
+# sign-in and runs again after it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dev.sh"
 : "${FAKE_MODEL:?FAKE_MODEL must name the fake model server}"
@@ -71,15 +74,42 @@ return moor.defineWorkflowTool {
 }
 LUA
 
-# The model: the word "counted" in the user's text picks counted_repo, else
-# github_repo, with {"repository": "octo/hello"}; once the tool's result is
-# back, the final text quotes it.
+# plain_repo: the same read in a plain tool (defineTool), whose body is one
+# step: the session's turn parks on the sign-in and the call runs again.
+cat >example/tools/plain_repo.lua <<'LUA'
+local moor = require "moor"
+local s = moor.schema
+
+local fakehub = moor.connection("fakehub")
+
+return moor.defineTool {
+  description = "Read a repository from FakeHub in a plain tool.",
+  inputSchema = s.object { repository = s.string { minLength = 1 } },
+  execute = function(input, ctx)
+    local f = assert(io.open(assert(os.getenv("AUTH_COUNT_FILE")), "a"))
+    f:write("plain ", input.repository, "\n")
+    f:close()
+    local token = ctx.getToken(fakehub).token
+    local res = assert(moor.fetch(os.getenv("FAKEHUB_URL") .. "/resource/repos/" .. input.repository, {
+      headers = { authorization = "Bearer " .. token },
+    }))
+    if res.status == 401 then ctx.requireAuth(fakehub) end
+    return moor.json.decode(res.body)
+  end,
+}
+LUA
+
+# The model: the word "counted" (or "plain") in the user's text picks
+# counted_repo (or plain_repo), else github_repo, with {"repository":
+# "octo/hello"}; once the tool's result is back, the final text quotes it.
 cat >"$T/model.lua" <<'LUA'
 return function(req)
   for _, r in ipairs(fake.tool_results(req)) do
     return fake.text("Tool " .. r.name .. " said: " .. r.content)
   end
-  local tool = (fake.last_user_text(req) or ""):find("counted", 1, true) and "counted_repo" or "github_repo"
+  local text = fake.last_user_text(req) or ""
+  local tool = text:find("counted", 1, true) and "counted_repo" or text:find("plain", 1, true) and "plain_repo"
+    or "github_repo"
   return fake.tool_calls({ { name = tool, arguments = { repository = "octo/hello" } } })
 end
 LUA
@@ -278,6 +308,21 @@ sleep 0.5
 unfollow
 pass "a cancelled session's late callback gets 404 and exchanges nothing"
 
+# --- 5. A plain tool in a session: the turn parks, the call runs again after the sign-in.
+new_session "plain: what is octo/hello?" erin
+SID5=$SID
+follow "$SID5" "$T/stream5"
+wait_for has_event authorization.required "$T/stream5"
+[ "$(count "plain octo/hello" "$COUNT")" = 1 ] || fail "the plain tool ran $(count "plain octo/hello" "$COUNT") times"
+browse "$(sign_in_url "$T/stream5")&login=erin"
+case $BROWSE in "200 $URL/v1/auth/callback?code=ac_"*) ;; *) fail "the plain tool's sign-in: $BROWSE" ;; esac
+wait_for final_text "$SID5" 'Tool plain_repo said: '
+grep -qF '\"user\":\"erin\"' "$T/session.json" || fail "erin's result: $(cat "$T/session.json")"
+[ "$(count "plain octo/hello" "$COUNT")" = 2 ] || fail "the plain tool ran $(count "plain octo/hello" "$COUNT") times, not 2"
+stat_is token_code 3 "the plain tool's code exchanged once"
+unfollow
+pass "a plain tool in a session parks its turn on the sign-in and runs again after it"
+
 # --- Secrets: the tokens (random) are in the token file and nowhere else.
 TOKENS="$T/tokens.json"
 [ -f "$TOKENS" ] || fail "no token file at $TOKENS"
@@ -286,8 +331,8 @@ grep -o '"\(at\|rt\)_[0-9a-f]\{32\}"' "$TOKENS" | tr -d '"' | sort -u >"$T/secre
 cat "$T/pending1.json" "$T/pending2.json" "$TOKENS" | grep -o '"verifier":"[^"]*"' | sed 's/"verifier":"\([^"]*\)"/\1/' \
   | sort -u >"$T/verifiers"
 [ "$(grep -c . "$T/verifiers")" -ge 2 ] || fail "expected the sign-ins' PKCE verifiers in the token file: $(cat "$T/verifiers")"
-[ "$(grep -c '^at_' "$T/secrets")" = 2 ] || fail "expected two access tokens (local, bob) in the file: $(cat "$T/secrets")"
-[ "$(grep -c '^rt_' "$T/secrets")" = 2 ] || fail "expected two refresh tokens in the file: $(cat "$T/secrets")"
+[ "$(grep -c '^at_' "$T/secrets")" = 3 ] || fail "expected three access tokens (local, bob, erin) in the file: $(cat "$T/secrets")"
+[ "$(grep -c '^rt_' "$T/secrets")" = 3 ] || fail "expected three refresh tokens in the file: $(cat "$T/secrets")"
 [ -s "$T/moor.db-wal" ] && cp "$T/moor.db-wal" "$T/wal.copy2"
 "$MOOR" runs --json >"$T/runs.json"
 : >"$T/logs.all"
