@@ -346,7 +346,8 @@ grep -qF 'authorization.callback' "$T/logs.all" || fail "the logs lack the callb
 grep -q '"code":"ac_[0-9a-f]\{32\}"' "$T/logs.all" || fail "the logs lack the callbacks' codes"
 cat "$T/verifiers" >>"$T/secrets"
 stop_dev
-for f in "$T"/moor.db "$T"/moor.db-wal "$T"/wal.copy* "$T/logs.all" "$T"/stream? "$T/dev.err" "$T/dev.out"; do
+for f in "$T"/moor.db "$T"/moor.db-wal "$T"/wal.copy* "$T/logs.all" "$T"/stream? "$T/dev.err" "$T/dev.out" \
+  "$T/model.jsonl" "$T/session.json"; do
   [ -e "$f" ] || continue
   if grep -qaFf "$T/secrets" "$f"; then fail "a token is in $f"; fi
 done
