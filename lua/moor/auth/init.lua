@@ -58,6 +58,8 @@ engine.auth_on_begin(function(auth, state, callback)
   return oauth.authorize_url(def, state, challenge, callback)
 end)
 
+engine.auth_on_forget(function(state) tokens.drop_pending(state) end)
+
 local function required(def, name, principal)
   error(errors.new("AuthRequired", fmt("%s needs a sign-in", name),
     { auth = { connection = name, description = def.description, principal = principal } }), 0)

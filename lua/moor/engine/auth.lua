@@ -30,6 +30,7 @@ local append, fail = log.append, errors.fail
 
 local exec_step       -- steps.lua's, given by M.install
 local begin = nil     -- the auth module's begin(auth, state, callback_url) -> url | nil, err
+local forget = nil    -- the auth module's forget(state): a withdrawn sign-in's verifier goes
 
 --- steps.lua hands over how to run a step's attempt.
 function M.install(exec) exec_step = exec end
@@ -37,6 +38,13 @@ function M.install(exec) exec_step = exec end
 --- The auth module (lua/moor/auth) makes sign-in URLs: begin(auth, state,
 -- callback_url) -> url | nil, message (it keeps the PKCE verifier).
 function M.on_begin(fn) begin = fn end
+
+--- ... and forgets what it kept for a sign-in that was withdrawn: forget(state).
+function M.on_forget(fn) forget = fn end
+
+local function withdrawn(state)
+  if forget then forget(state) end
+end
 
 local function waiting(r, state, w)
   r.auths = r.auths or {}
@@ -47,6 +55,7 @@ local function waiting(r, state, w)
     r.auths[state] = nil
     store.close_hook(state)
     store.withdraw_input(w.requestId, now_ms())
+    withdrawn(state)
     append(r, w.n, "authorization.completed", w.name, encode({ connection = w.connection, outcome = "timed-out" }))
     local e = errors.FatalError(("the sign-in to %s was not completed in time"):format(w.connection))
     w.fail(e)
@@ -152,6 +161,13 @@ function M.complete(sa, outcome)
   if outcome == "authorized" and rec then rec.auth_done = true end
   append(r, n, "authorization.completed", rec and rec.name or nil,
     encode({ connection = sa.connection, outcome = outcome }))
+end
+
+--- A run that ends (runs.finish_run, with waits.release closing its hooks)
+-- withdraws the sign-ins it still waits on: what was kept for them goes.
+function M.release(r)
+  for state in pairs(r.auths or {}) do withdrawn(state) end
+  r.auths = nil
 end
 
 --- The callback state of the sign-in that input request req_id shows, or nil.

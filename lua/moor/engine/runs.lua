@@ -13,6 +13,7 @@ local log = require "moor.engine.log"
 local sched = require "moor.engine.sched"
 local timers = require "moor.engine.timers"
 local waits = require "moor.engine.waits"
+local auth = require "moor.engine.auth"
 local signals = require "moor.signal"
 local S = require "moor.engine.state"
 
@@ -94,6 +95,7 @@ function M.finish_run(r, ok, v)
   if r.settled then return end
   if not ok and r.tool.locate then v = r.tool.locate(v) end -- (moor._bind: the error as written)
   waits.release(r)
+  auth.release(r) -- (its sign-ins still waiting: their verifiers go)
   if r.cancelling then
     -- After a cancel the result is discarded, whatever the body did.
     local e = not ok and errors.normalize(v) or nil
