@@ -298,6 +298,7 @@ req POST "/v1/sessions/$SID4/cancel"
 expect 202 "POST /v1/sessions/$SID4/cancel"
 not_listed() { req GET /v1/inputs; ! printf '%s' "$BODY" | grep -qF "$AUTH_URL4"; }
 wait_for not_listed
+! grep -qF '"principal":"dave"' "$T/tokens.json" || fail "the withdrawn sign-in is still kept: $(cat "$T/tokens.json")"
 BEFORE=$(stats)
 browse "$AUTH_URL4&login=dave"
 case $BROWSE in "404 $URL/v1/auth/callback?code=ac_"*) ;; *) fail "a late callback after the cancel: $BROWSE" ;; esac
