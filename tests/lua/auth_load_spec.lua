@@ -5,28 +5,13 @@
 local engine = require "moor.engine"
 local loader = require "moor.loader"
 local connection = require "moor.auth.connection"
-
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
-
-local function project(files)
-  local dir = os.tmpname()
-  os.remove(dir)
-  for name, text in pairs(files) do
-    assert(os.execute("mkdir -p " .. (dir .. "/" .. name):match("^(.*)/[^/]*$")))
-    write(dir .. "/" .. name, text)
-  end
-  return dir
-end
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local function load(files)
   local saved_tools, saved_reg, saved_loaded, saved_path = {}, connection.registry, connection.loaded, package.path
   local saved_agent, saved_agents = engine.agent, engine.agents
   for k, v in pairs(engine.tools) do saved_tools[k] = v end
-  local dir = project(files)
+  local dir = support.project(files)
   local ok, err = loader.load(dir, engine)
   local reg = connection.registry
   for k in pairs(engine.tools) do engine.tools[k] = nil end

@@ -12,14 +12,7 @@ local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
-local n = 0
-local function workflow(fn)
-  n = n + 1
-  local name = "auth_spec_" .. n
-  support.register(name, moor.defineWorkflowTool { description = "A spec's workflow.", inputSchema = s.object {},
-    execute = fn })
-  return name
-end
+local function workflow(fn) return support.workflow("auth_spec", fn) end
 
 local function pending_auth(id)
   for _, q in ipairs(t.inputs(id)) do

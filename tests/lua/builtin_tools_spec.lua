@@ -5,6 +5,7 @@ local engine = require "moor.engine"
 local core = require "moor.core"
 local json = require "moor.json"
 local loader = require "moor.loader"
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 local t = moor.testing
 local s = moor.schema
 
@@ -168,21 +169,7 @@ describe("the built-in ask_question tool", function()
 end)
 
 describe("moor.disableTool and an agent's own tools", function()
-  local function write(path, text)
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-  end
-
-  local function project(files)
-    local dir = os.tmpname()
-    os.remove(dir)
-    for name, text in pairs(files) do
-      assert(os.execute("mkdir -p " .. (dir .. "/" .. name):match("^(.*)/[^/]*$")))
-      write(dir .. "/" .. name, text)
-    end
-    return dir
-  end
+  local project = support.project
 
   -- Load dir into the engine, run fn, then put the engine back as it was.
   local function with_project(dir, fn)

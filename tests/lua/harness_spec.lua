@@ -10,15 +10,7 @@ local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
-local n = 0
--- A workflow tool whose body is fn(input): registered under a fresh name.
-local function workflow(fn)
-  n = n + 1
-  local name = "harness_spec_" .. n
-  support.register(name, moor.defineWorkflowTool { description = "A spec's workflow.", inputSchema = s.object {},
-    execute = fn })
-  return name
-end
+local function workflow(fn) return support.workflow("harness_spec", fn) end
 
 local function echo_tool(extra)
   local spec = {

@@ -39,6 +39,35 @@ function M.register(name, tool)
   return tool
 end
 
+--- A workflow tool whose body is execute(input, ctx), registered under a
+-- fresh name made from prefix; returns the name.
+local nworkflows = 0
+function M.workflow(prefix, execute)
+  nworkflows = nworkflows + 1
+  local name = prefix .. "_" .. nworkflows
+  M.register(name, moor.defineWorkflowTool { description = "A spec's workflow.", inputSchema = moor.schema.object {},
+    execute = execute })
+  return name
+end
+
+--- Write text to path.
+function M.write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+--- A fresh directory holding files = { ["relative/path"] = text }.
+function M.project(files)
+  local dir = os.tmpname()
+  os.remove(dir)
+  for name, text in pairs(files) do
+    assert(os.execute("mkdir -p " .. (dir .. "/" .. name):match("^(.*)/[^/]*$")))
+    M.write(dir .. "/" .. name, text)
+  end
+  return dir
+end
+
 --- The payloads of the events of one kind, in log order.
 function M.kinds(events, kind)
   local out = {}
