@@ -13,7 +13,6 @@ local connection = require "moor.auth.connection"
 local tokens = require "moor.auth.tokens"
 local oauth = require "moor.auth.oauth"
 local t = moor.testing
-local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 local FAKE = os.getenv("FAKE_OAUTH")
@@ -76,14 +75,7 @@ local function sign_in(id, login)
   return params
 end
 
-local n = 0
-local function workflow(fn)
-  n = n + 1
-  local name = "auth_oauth_spec_" .. n
-  support.register(name, moor.defineWorkflowTool { description = "A spec's workflow.", inputSchema = s.object {},
-    execute = fn })
-  return name
-end
+local function workflow(fn) return support.workflow("auth_oauth_spec", fn) end
 
 local function count(kind, events)
   return #support.kinds(events, kind)
