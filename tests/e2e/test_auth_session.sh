@@ -49,11 +49,17 @@ end)
 local readRepository = moor.step("readRepository", function(ctx, repository)
   mark("read " .. repository)
   local token = ctx.getToken(fakehub).token
-  local hold = io.open(os.getenv("AUTH_COUNT_FILE") .. ".hold")
+  local hold_file = os.getenv("AUTH_COUNT_FILE") .. ".hold"
+  local hold = io.open(hold_file)
   if hold then -- (the test kills the host here, after the exchange)
     hold:close()
     mark("hold " .. repository)
-    os.execute("sleep 20")
+    for _ = 1, 300 do -- until the file goes, at most 30 s
+      hold = io.open(hold_file)
+      if not hold then break end
+      hold:close()
+      os.execute("sleep 0.1")
+    end
   end
   local res, err = moor.fetch(os.getenv("FAKEHUB_URL") .. "/resource/repos/" .. repository, {
     headers = { authorization = "Bearer " .. token, accept = "application/json" },
