@@ -84,6 +84,17 @@ static const char *const migrations[] = {
   "CREATE VIEW event_log AS SELECT run_id, seq, op, kind, name,"
   "  CASE WHEN payload <> '' THEN payload ELSE coalesce((SELECT b.payload FROM blobs b"
   "    WHERE b.run_id = events.run_id AND b.seq = events.seq), '') END AS payload, time FROM events;",
+
+  /* 5: harness agents' turns with a live process (lua/moor/harness/host.lua):
+   * at start-up each ends as interrupted and its process group is killed. */
+  "CREATE TABLE harness_turns ("
+  "  token TEXT NOT NULL,"
+  "  turn INTEGER NOT NULL,"
+  "  pid INTEGER NOT NULL,"
+  "  pstart TEXT,"               /* /proc/<pid>/stat's starttime: the same process */
+  "  dir TEXT NOT NULL,"
+  "  created INTEGER NOT NULL,"
+  "  PRIMARY KEY (token, turn)) WITHOUT ROWID;",
 };
 
 static int fail(moor_store *s, int code, const char *what) {

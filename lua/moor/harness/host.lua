@@ -472,7 +472,12 @@ function M.start_turn(spec)
     end
     turn.proc = proc
     local pid = proc:pid()
-    store.insert_harness_turn(a.token, turn.n, pid, core.pid_start(pid), a.dir, now_ms())
+    -- (without its row a restart could not end the turn: the run would wait for it forever)
+    local okr, rerr = store.insert_harness_turn(a.token, turn.n, pid, core.pid_start(pid), a.dir, now_ms())
+    if not okr then
+      M.end_turn(a, turn, nil)
+      return { failed = "cannot record the turn's process: " .. tostring(rerr) }
+    end
     turn.row = true
   end
   after(spec.timeout_ms, function()

@@ -1,0 +1,83 @@
+-- Harness agents (issue 11) with real processes: what a review of the host's
+-- side found. A turn's end leaves no process of its harness running (one the
+-- harness left in the background, holding its stdout, included); a turn a
+-- restart cut has its whole process group killed even when its leader is
+-- already gone; a turn always ends, whatever its harness printed.
+local moor = require "moor"
+local core = require "moor.core"
+local store = require "moor.store"
+local host = require "moor.harness.host"
+local t = moor.testing
+local s = moor.schema
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
+
+local n = 0
+local function workflow(fn)
+  n = n + 1
+  local name = "harness_review_spec_" .. n
+  support.register(name, moor.defineWorkflowTool { description = "A spec's workflow.", inputSchema = s.object {},
+    execute = fn })
+  return name
+end
+
+local function capture(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local out = f:read("a")
+  f:close()
+  return out
+end
+
+local function wait_until(pred, ms)
+  local deadline = core.mono() + (ms or 5000) * 1000
+  local v = pred()
+  while not v and core.mono() < deadline do
+    core.wait(10)
+    v = pred()
+  end
+  return v
+end
+
+local function alive(pid) return core.pid_start(pid) ~= nil end
+
+describe("harness agents with real processes", function()
+  local tmp
+  before_each(function() tmp = capture("mktemp -d"):gsub("%s+$", "") end)
+  after_each(function()
+    if tmp and tmp:match("^/tmp/") then os.execute("rm -rf '" .. tmp .. "'") end
+  end)
+
+  it("a turn's process is recorded while it runs (what a restart ends as interrupted), and only then", function()
+    local name = workflow(function()
+      local a = moor.harness.open { key = "rec", runtime = { command = { "sh", "-c", "cat > /dev/null; sleep 1" } } }
+      return a:run { prompt = "go", timeout = "10s" }.outcome
+    end)
+    local id = assert(t.start(name, {}))
+    local function rows()
+      local l = {}
+      for _, r in ipairs(assert(store.harness_turns())) do
+        if r.token:find("-" .. id .. "-rec-", 1, true) then l[#l + 1] = r end
+      end
+      return l
+    end
+    local seen = wait_until(function()
+      t.drive(id, 0)
+      return #rows() == 1 and rows()[1]
+    end, 5000)
+    assert.is_table(seen, "no row for the live turn")
+    assert.are.equal(1, seen.turn)
+    assert.is_truthy(core.pid_start(seen.pid))
+    assert.are.equal(core.pid_start(seen.pid), seen.pstart)
+    wait_until(function() return t.drive(id, 0) ~= "running" end, 8000)
+    local v = t.outcome(id)
+    assert.are.equal("unanswered", v.reason)
+    assert.are.same({}, rows())
+  end)
+end)
