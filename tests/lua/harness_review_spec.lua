@@ -80,4 +80,21 @@ describe("harness agents with real processes", function()
     assert.are.equal("unanswered", v.reason)
     assert.are.same({}, rows())
   end)
+
+  it("a turn that ends leaves no process of its harness running, one holding its stdout included", function()
+    local pidfile = tmp .. "/pid"
+    -- The harness exits at once; what it left in the background keeps its stdout open.
+    local script = "sleep 30 & echo $! > '" .. pidfile .. "'; exit 0"
+    local name = workflow(function()
+      local a = moor.harness.open { key = "a", runtime = { command = { "sh", "-c", script } } }
+      return a:run { prompt = "go", timeout = "1s" }.outcome
+    end)
+    local v, err = t.call(name, {})
+    assert.is_nil(err)
+    assert.is_false(v.answered)
+    local pid = assert(math.tointeger(tonumber(read_file(pidfile))))
+    local gone = wait_until(function() return not alive(pid) end, 2000)
+    if not gone then core.kill_group(pid, 9) end
+    assert.is_true(gone, "the harness's background process outlived its turn")
+  end)
 end)

@@ -399,7 +399,9 @@ function M.end_turn(a, turn, reason, extra)
   turn.ended = true
   if turn.live then engine.outside(-1) end
   if a.turn == turn then a.turn = nil end
-  if turn.proc and turn.proc:running() then turn.proc:kill("KILL") end
+  -- (the whole group, even when its leader has exited: what it left in the
+  -- background may hold its stdout, and on_exit waits for that)
+  if turn.proc then turn.proc:kill("KILL") end
   if turn.row then store.delete_harness_turn(a.token, turn.n) end
   if turn.call then
     finish_call(turn, turn.call, refusal("timed-out", "the turn ended before the call answered; it may have run"))
