@@ -97,4 +97,24 @@ describe("harness agents with real processes", function()
     if not gone then core.kill_group(pid, 9) end
     assert.is_true(gone, "the harness's background process outlived its turn")
   end)
+
+  it("a turn a restart cut has its process group killed, even when its leader has exited", function()
+    local pidfile = tmp .. "/pid"
+    local done = false
+    local p = assert(core.spawn {
+      argv = { "sh", "-c", "sleep 30 > /dev/null 2>&1 & echo $! > '" .. pidfile .. "'; exit 0" },
+      on_exit = function() done = true end,
+    })
+    local leader = p:pid()
+    local pstart = core.pid_start(leader)
+    assert(wait_until(function() return done end), "the leader did not exit")
+    local pid = assert(math.tointeger(tonumber(read_file(pidfile))))
+    assert.is_true(alive(pid))
+    -- What a host killed with -9 leaves: the turn's row, its leader gone, a member of its group running.
+    store.insert_harness_turn("harness-review-gone-a-1", 1, leader, pstart, "review-no-such-dir", core.now())
+    assert.is_truthy(host.recover())
+    local gone = wait_until(function() return not alive(pid) end, 2000)
+    if not gone then core.kill_group(pid, 9) end
+    assert.is_true(gone, "the group of a cut turn was left running")
+  end)
 end)

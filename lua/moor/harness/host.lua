@@ -540,7 +540,10 @@ end)
 function M.recover()
   for _, row in ipairs(store.harness_turns() or {}) do
     interrupted[row.token .. ":" .. row.turn] = true
-    if row.pid > 0 and row.pstart and core.pid_start(row.pid) == row.pstart then core.kill_group(row.pid, 9) end
+    -- Its group, when its leader is the process started then, or is gone (no
+    -- process has its pid: a group of that number is what the harness left).
+    local pstart = row.pid > 0 and core.pid_start(row.pid)
+    if row.pid > 0 and (pstart == nil or pstart == row.pstart) then core.kill_group(row.pid, 9) end
     store.delete_harness_turn(row.token, row.turn)
     engine.deliver(row.token, { turn = row.turn, ended = { reason = "interrupted" } })
     if root == nil then M.root() end
