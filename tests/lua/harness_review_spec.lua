@@ -117,4 +117,27 @@ describe("harness agents with real processes", function()
     if not gone then core.kill_group(pid, 9) end
     assert.is_true(gone, "the group of a cut turn was left running")
   end)
+
+  it("a turn ends however long the session and last message its harness printed", function()
+    -- Two lines of the stream, each under the 1 MiB line limit: together over a delivery's size.
+    local script = "printf '{\"session_id\":\"'; head -c 700000 /dev/zero | tr '\\0' s; printf '\"}\\n';"
+      .. " printf '{\"type\":\"result\",\"result\":\"'; head -c 700000 /dev/zero | tr '\\0' r; printf '\"}\\n';"
+      .. " exit 0"
+    local name = workflow(function()
+      local a = moor.harness.open { key = "a", runtime = { command = { "sh", "-c", script } } }
+      return a:run { prompt = "go", timeout = "20s" }.outcome
+    end)
+    local id = assert(t.start(name, {}))
+    local started = core.mono()
+    local status = t.drive(id, 2000)
+    while status == "running" and core.mono() - started < 8000000 do
+      core.wait(50)
+      status = t.drive(id, 2000)
+    end
+    local v, err = t.outcome(id)
+    if status == "running" then t.cancel(id); t.drive(id) end
+    assert.are.equal("completed", status)
+    assert.is_nil(err)
+    assert.are.equal("unanswered", v.reason)
+  end)
 end)

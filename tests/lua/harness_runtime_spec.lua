@@ -70,4 +70,15 @@ describe("harness runtimes", function()
     runtime.read_line(st, '{"type":"item.completed","item":{"type":"agent_message","text":"ok"}}')
     assert.are.same({ session = "t-9", final = "ok" }, st)
   end)
+
+  it("keeps what fits the turn's last delivery: no session id over 1 KiB, the last message's first 64 KiB", function()
+    local st = {}
+    runtime.read_line(st, '{"session_id":"' .. ("s"):rep(1025) .. '"}')
+    assert.is_nil(st.session)
+    runtime.read_line(st, '{"session_id":"' .. ("s"):rep(1024) .. '"}')
+    assert.are.equal(1024, #st.session)
+    -- cut where a character begins: "é" is 2 bytes, 64 KiB - 1 of "a" before it
+    runtime.read_line(st, '{"type":"result","result":"' .. ("a"):rep(65535) .. 'é' .. ("b"):rep(10) .. '"}')
+    assert.are.equal(("a"):rep(65535), st.final)
+  end)
 end)
