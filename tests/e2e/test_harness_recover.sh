@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Harness agents across a kill -9 of the host (issue 11): the seed's dead-code
+# workflow with a fake `codex` (MOOR_CODEX) that records a finding through
+# its launcher, starts a background process, and works on. The host is
+# killed with -9 mid-turn and started again: the turn ends as interrupted,
+# the run returns the finding recorded before the kill, and nothing of the
+# harness is left running (its background process included), nor its
+# launcher's directory.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/dev.sh"
+cd "$T"
+
+cat >"$T/fake-codex" <<'SH'
+#!/bin/sh
+# Reads the prompt, finds the launcher in it, records one finding, then works on.
+prompt=$(cat)
+wfa=$(printf '%s\n' "$prompt" | sed -n 's/^ *\(\/[^ ]*\/wfa\) tool add_finding .*/\1/p' | head -1)
+[ -n "$wfa" ] || { echo "no launcher in the prompt" >&2; exit 3; }
+"$wfa" tool add_finding --file 'src/a.ts' --line '12' --problem 'it'\''s unused' >"$FAKE_DIR/out" 2>&1
+printf "\nexit %s\n" $? >>"$FAKE_DIR/out"
+sleep 300 &
+echo $! >"$FAKE_DIR/bg"
+echo $$ >"$FAKE_DIR/leader"
+wait
+SH
+chmod +x "$T/fake-codex"
+export MOOR_CODEX="$T/fake-codex" FAKE_DIR="$T"
+export MOOR_HARNESS_DIR="$T/h"
+
+BG=
+# (the root is 0300: made listable again so that it can be removed)
+trap 'if [ -n "$BG" ]; then kill -9 "$BG" 2>/dev/null || true; fi; kill -9 $(jobs -p) 2>/dev/null || true
+      chmod 700 "$T/h" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
+
+start_dev "$T/example" 127.0.0.1:0
+call dead-code '{}'
+wait_for test -s "$T/leader"
+grep -qx "exit 0" "$T/out" || fail "the tool call: $(cat "$T/out")"
+grep -q "^Recorded; 1 so far.$" "$T/out" || fail "the tool's output: $(cat "$T/out")"
+BG=$(cat "$T/bg")
+LEADER=$(cat "$T/leader")
+kill -0 "$BG" || fail "the fake harness's background process is not running"
+[ "$(stat -c %a "$T/h")" = 300 ] || fail "the harness root is $(stat -c %a "$T/h"), not 300"
+kill_dev
+# PDEATHSIG: the harness itself dies with the host; what it started does not
+wait_for sh -c "! kill -0 $LEADER 2>/dev/null"
+kill -0 "$BG" 2>/dev/null || fail "(setup) the background process died with the host"
+
+start_dev "$T/example" 127.0.0.1:0
+wait_for has_status "$RUN" completed
+run_body "$RUN" >/dev/null
+printf '%s' "$BODY" | grep -qF '"findings":[{"file":"src/a.ts","line":12,"problem":"it'\''s unused"}]' \
+  || fail "the run's findings: $BODY"
+printf '%s' "$BODY" | grep -qF '"ended":"interrupted"' || fail "the run's end: $BODY"
+wait_for sh -c "! kill -0 $BG 2>/dev/null"
+chmod 700 "$T/h"
+[ "$(ls -A "$T/h" | wc -l)" = 0 ] || fail "left in the harness root: $(ls -la "$T/h")"
+chmod 300 "$T/h"
+stop_dev
+pass "a kill -9 mid-turn: the finding kept, the turn interrupted, no harness process or directory left"
