@@ -56,5 +56,37 @@ wait_for sh -c "! kill -0 $BG 2>/dev/null"
 chmod 700 "$T/h"
 [ "$(ls -A "$T/h" | wc -l)" = 0 ] || fail "left in the harness root: $(ls -la "$T/h")"
 chmod 300 "$T/h"
-stop_dev
 pass "a kill -9 mid-turn: the finding kept, the turn interrupted, no harness process or directory left"
+
+# An agent whose turn is over when the host stops: its directory goes when its
+# run ends, though no turn of it runs after the restart.
+cat >"$T/example/tools/harness_park.lua" <<'LUA'
+local moor = require "moor"
+return moor.defineWorkflowTool {
+  description = "One turn of a harness agent, then a wait on a hook.",
+  inputSchema = moor.schema.object {},
+  execute = function()
+    local a = moor.harness.open { key = "p", runtime = { command = { "sh", "-c",
+      'cat > /dev/null; "$MOOR_WFA" result \'"done"\' > /dev/null' } } }
+    local r = a:run { prompt = "answer" }
+    moor.createHook { token = "harness-park" }:await()
+    return { answered = r.outcome.answered, value = r.outcome.value }
+  end,
+}
+LUA
+stop_dev
+start_dev "$T/example" 127.0.0.1:0
+call harness_park '{}'
+wait_for sh -c "sqlite3 '$DB' \"SELECT count(*) FROM hooks WHERE token='harness-park'\" | grep -qx 1"
+stop_dev
+start_dev "$T/example" 127.0.0.1:0
+req POST /v1/hooks/harness-park '{}'
+expect 202 "the hook"
+wait_for has_status "$RUN" completed
+run_body "$RUN" >/dev/null
+printf '%s' "$BODY" | grep -qF '"answered":true' || fail "harness_park: $BODY"
+chmod 700 "$T/h"
+[ "$(ls -A "$T/h" | wc -l)" = 0 ] || fail "left in the harness root after the run ended: $(ls -la "$T/h"/*)"
+chmod 300 "$T/h"
+stop_dev
+pass "an agent's directory goes when its run ends after a restart"

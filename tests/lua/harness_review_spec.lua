@@ -140,4 +140,27 @@ describe("harness agents with real processes", function()
     assert.is_nil(err)
     assert.are.equal("unanswered", v.reason)
   end)
+
+  it("a run cancelled during a turn stops its harness and ends the turn as cancelled", function()
+    local pidfile = tmp .. "/pid"
+    local name = workflow(function()
+      local a = moor.harness.open { key = "c", runtime = { command = { "sh", "-c",
+        "echo $$ > '" .. pidfile .. "'; exec sleep 30" } } }
+      local r = a:run { prompt = "go", timeout = "20s" }
+      return r.outcome
+    end)
+    local id = assert(t.start(name, {}))
+    assert(wait_until(function() t.drive(id, 0) return read_file(pidfile) end, 5000), "the harness did not start")
+    local pid = assert(math.tointeger(tonumber(read_file(pidfile))))
+    assert.is_true(alive(pid))
+    assert.is_truthy(t.cancel(id))
+    local status = wait_until(function()
+      local st = t.drive(id, 0)
+      return st ~= "running" and st
+    end, 5000)
+    local gone = wait_until(function() return not alive(pid) end, 2000)
+    if not gone then core.kill_group(pid, 9) end
+    assert.is_true(gone, "the harness outlived its cancelled run")
+    assert.are.equal("cancelled", status)
+  end)
 end)

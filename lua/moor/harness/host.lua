@@ -31,6 +31,7 @@ local M = {}
 
 local agents = {}       -- hook token -> the live agent { token, key, run_id, dir, path, server, tools, turn }
 local interrupted = {}  -- "token:n" -> true: turns a restart cut (M.recover), never started again
+local dirs = {}         -- hook token -> directory name of every agent a run in memory opened (replays too)
 local scripts = nil     -- agent key -> script, while moor.testing.workflow runs (M.script)
 local root = nil        -- the launchers' root directory, once made
 
@@ -515,11 +516,24 @@ function M.stop_turn(token, n)
   return true
 end
 
+--- An agent's body opened it (live or replayed): its directory is removed
+-- when it is closed or its run ends, even if no turn of it runs again after
+-- a restart (its launcher and a stale socket would be left).
+function M.opened(token, dir) dirs[token] = dir end
+
 --- The agent is closed (agent:close(), or its run ended): socket, launcher
 -- and directory go.
 function M.close_agent(token)
   local a = agents[token]
-  if not a then return true end
+  local dir = dirs[token]
+  dirs[token] = nil
+  if not a then
+    if dir and not scripts then
+      local r = M.root()
+      if r then remove_dir(r .. "/" .. dir) end
+    end
+    return true
+  end
   agents[token] = nil
   if a.turn then M.end_turn(a, a.turn, nil) end
   if a.server then a.server:close() end
@@ -529,9 +543,14 @@ end
 
 engine.on_run_end(function(run_id)
   local prefix = "harness-" .. run_id .. "-"
+  local mine = {}
   for token in pairs(agents) do
-    if token:sub(1, #prefix) == prefix then M.close_agent(token) end
+    if token:sub(1, #prefix) == prefix then mine[#mine + 1] = token end
   end
+  for token in pairs(dirs) do
+    if token:sub(1, #prefix) == prefix and not agents[token] then mine[#mine + 1] = token end
+  end
+  for _, token in ipairs(mine) do M.close_agent(token) end
 end)
 
 --- At start-up, before runs are loaded: every turn that had a live process
