@@ -288,7 +288,11 @@ local function call_tool(a, conn, name, args, stdin, input)
       .. " has answered")
   end
   a.calls = a.calls + 1
-  c = { id = fmt("%s-%d-%d", a.key, turn.n, a.calls), key = key, conns = { conn } }
+  -- <key>-<turn>-<n>, unique in the run: a key closed and opened again is
+  -- <key>~<gen> ("~" is in no key), as its token counts them
+  local gen = a.token:match("%-(%d+)$")
+  local who = (gen and gen ~= "1") and (a.key .. "~" .. gen) or a.key
+  c = { id = fmt("%s-%d-%d", who, turn.n, a.calls), key = key, conns = { conn } }
   turn.call = c
   local okd, err = deliver(a, { turn = turn.n, call = { id = c.id, tool = name, input = checked } })
   if not okd then

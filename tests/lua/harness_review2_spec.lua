@@ -1,0 +1,63 @@
+-- Harness agents (issue 11) through scripted turns: call ids and what a
+-- handler may wait on, as a review found them.
+local moor = require "moor"
+local t = moor.testing
+local s = moor.schema
+local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
+
+local n = 0
+local function workflow(fn)
+  n = n + 1
+  local name = "harness_review2_spec_" .. n
+  support.register(name, moor.defineWorkflowTool { description = "A spec's workflow.", inputSchema = s.object {},
+    execute = fn })
+  return name
+end
+
+describe("harness agents", function()
+  it("give each call an id unique in the run, an agent closed and opened again under its key included", function()
+    local name = workflow(function()
+      local ids = {}
+      local function open()
+        return moor.harness.open { key = "a", runtime = { command = { "true" } }, tools = {
+          note = moor.harness.tool { description = "Note the call.", handler = function(_, call)
+            ids[#ids + 1] = call.id
+          end },
+        } }
+      end
+      local a = open()
+      a:run { prompt = "one" }
+      a:close()
+      open():run { prompt = "two" }
+      return moor.json.array(ids)
+    end)
+    local run = t.workflow(name, {}, { agents = { a = t.answer(function(turn)
+      turn.tool("note")
+      return "ok"
+    end) } })
+    assert.is_nil(run.error)
+    assert.are.equal(2, #run.value)
+    assert.are_not.equal(run.value[1], run.value[2])
+  end)
+
+  it("refuse a wait on a signal in a handler, as every other wait", function()
+    local name = workflow(function()
+      local seen
+      local a = moor.harness.open { key = "a", runtime = { command = { "true" } }, tools = {
+        wait = moor.harness.tool { description = "Wait for the call's end.", handler = function(_, call)
+          local ok, err = pcall(call.signal.wait, call.signal)
+          seen = ok and "waited" or tostring(err)
+        end },
+      } }
+      a:run { prompt = "go" }
+      return seen
+    end)
+    local run = t.workflow(name, {}, { agents = { a = t.answer(function(turn)
+      turn.tool("wait")
+      return "ok"
+    end) } })
+    assert.is_nil(run.error)
+    assert.is_truthy(tostring(run.value):find("can't wait in the handler of a's tool wait", 1, true),
+      tostring(run.value))
+  end)
+end)
