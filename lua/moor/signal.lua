@@ -37,7 +37,8 @@ function Signal:wait()
   end
   local why = engine.waits_refused() -- (a harness tool's handler: its agent waits for it)
   if why then error("signal:wait can't wait in " .. why .. ": the agent that called it waits for its answer, "
-    .. "so a handler may run steps (and other agents) but not sleep, race or wait on hooks, signals or questions", 2) end
+    .. "so a handler may run steps (and other agents) but not sleep, race or wait on hooks, signals or questions",
+    2) end
   local ok, v = engine.op("wait", "await", { mode = "await", futures = { self } })
   if not ok then error(v, 0) end
   return v
