@@ -60,4 +60,18 @@ describe("harness agents", function()
     assert.is_truthy(tostring(run.value):find("can't wait in the handler of a's tool wait", 1, true),
       tostring(run.value))
   end)
+
+  it("t.workflow runs no real harness: an agent it has no script for fails its turn, naming the key", function()
+    local name = workflow(function()
+      local a = moor.harness.open { key = "unscripted", runtime = { command = { "sh", "-c",
+        "echo started > /dev/stderr; exit 0" } } }
+      local r = a:run { prompt = "go" }
+      return r.outcome
+    end)
+    local run = t.workflow(name, {}, { agents = {} })
+    assert.is_nil(run.error)
+    assert.are.equal("failed", run.value.reason)
+    assert.is_truthy(tostring(run.value.error):find("no script for agent 'unscripted'", 1, true),
+      tostring(run.value.error))
+  end)
 end)

@@ -448,6 +448,10 @@ function M.start_turn(spec)
     interrupted[tk] = nil
     return { interrupted = true }
   end
+  if scripts and scripts[spec.key] == nil then -- (a test never runs a real harness, with the user's keys)
+    return { failed = ("moor.testing.workflow has no script for agent '%s': give it in agents = { [%q] ="
+      .. " t.answer(function(turn) ... end) }"):format(spec.key, spec.key) }
+  end
   local a, err = ensure_agent(spec)
   if not a then return { failed = err } end
   if a.turn then M.end_turn(a, a.turn, nil) end
