@@ -163,4 +163,21 @@ describe("harness agents with real processes", function()
     assert.is_true(gone, "the harness outlived its cancelled run")
     assert.are.equal("cancelled", status)
   end)
+
+  it("recovery at a second moor.resume() leaves the turns this process runs alone", function()
+    local pidfile = tmp .. "/pid"
+    local name = workflow(function()
+      local a = moor.harness.open { key = "again", runtime = { command = { "sh", "-c",
+        "cat > /dev/null; echo $$ > '" .. pidfile .. "'; sleep 1" } } }
+      return a:run { prompt = "go", timeout = "10s" }.outcome
+    end)
+    local id = assert(t.start(name, {}))
+    assert(wait_until(function() t.drive(id, 0) return read_file(pidfile) end, 5000), "the harness did not start")
+    local pid = assert(math.tointeger(tonumber(read_file(pidfile))))
+    assert.is_truthy(moor.resume())
+    assert.is_true(alive(pid), "a live turn's harness was killed")
+    wait_until(function() return t.drive(id, 0) ~= "running" end, 8000)
+    local v = t.outcome(id)
+    assert.are.equal("unanswered", v and v.reason)
+  end)
 end)

@@ -566,6 +566,8 @@ end)
 -- of its process group is killed.
 function M.recover()
   for _, row in ipairs(store.harness_turns() or {}) do
+    local live = agents[row.token] and agents[row.token].turn
+    if live and live.n == row.turn then goto continue end -- (this process runs it: a second moor.resume())
     interrupted[row.token .. ":" .. row.turn] = true
     -- Its group, when its leader is the process started then, or is gone (no
     -- process has its pid: a group of that number is what the harness left).
@@ -575,6 +577,7 @@ function M.recover()
     engine.deliver(row.token, { turn = row.turn, ended = { reason = "interrupted" } })
     if root == nil then M.root() end
     if root then remove_dir(root .. "/" .. row.dir) end
+    ::continue::
   end
   return engine.commit()
 end
