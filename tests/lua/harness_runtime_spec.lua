@@ -37,9 +37,16 @@ describe("harness runtimes", function()
     assert.is_true(has_seq(c.argv, "-c", "sandbox_workspace_write.network_access=true"))
     assert.are.equal("-", c.argv[#c.argv])
     assert.is_true(has_seq(runtime.command("codex", { prompt = "P", launcher = L, resume = "t1" }).argv,
-      "exec", "resume", "t1"))
+      "resume", "t1", "-"))
     assert.is_true(has_seq(runtime.command("codex", { prompt = "P", launcher = L, fork = "t1" }).argv,
-      "exec", "fork", "t1"))
+      "fork", "t1", "-"))
+  end)
+
+  it("codex: exec's own options before its resume subcommand, which refuses them after it", function()
+    -- (codex exec resume takes no --sandbox: "error: unexpected argument '--sandbox' found")
+    local c = runtime.command("codex", { prompt = "P", launcher = L, resume = "t1" })
+    assert.are.same({ "codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "-c",
+      "sandbox_workspace_write.network_access=true", "resume", "t1", "-" }, c.argv)
   end)
 
   it("a command with the prompt on stdin, and the session to continue in its environment", function()

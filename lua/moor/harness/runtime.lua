@@ -7,7 +7,7 @@
 --              the agent's next turns, --resume <id> --fork-session for a fork;
 --              the launcher allowed as a Bash command (--allowedTools).
 --   "codex"    Codex: codex exec --json ... - (the prompt on stdin); codex exec
---              resume <id> / codex exec fork <id> for later turns and forks;
+--              ... resume <id> - / ... fork <id> - for later turns and forks;
 --              -c sandbox_workspace_write.network_access=true so its
 --              workspace-write sandbox lets the launcher reach its socket.
 --   { command = { prog, args... } }
@@ -66,14 +66,15 @@ function M.command(rt, t)
       push(argv, "--resume", t.resume)
     end
   elseif rt == "codex" then
-    argv = { getenv("MOOR_CODEX") or "codex", "exec" }
+    -- (exec's options before its subcommand: codex exec resume refuses --sandbox after it)
+    argv = { getenv("MOOR_CODEX") or "codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
+      "workspace-write", "-c", "sandbox_workspace_write.network_access=true" }
     if t.fork then
       push(argv, "fork", t.fork)
     elseif t.resume then
       push(argv, "resume", t.resume)
     end
-    push(argv, "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
-      "-c", "sandbox_workspace_write.network_access=true", "-")
+    push(argv, "-")
     if t.instructions and not (t.resume or t.fork) then prompt = t.instructions .. "\n\n" .. prompt end
   else
     argv = {}
