@@ -180,4 +180,33 @@ describe("harness agents with real processes", function()
     local v = t.outcome(id)
     assert.are.equal("unanswered", v and v.reason)
   end)
+
+  it("the socket answers connections over its limit at once: idle ones hold nothing", function()
+    local UNIX_SEND = assert(os.getenv("MOOR_UNIX_SEND"), "MOOR_UNIX_SEND is not set (tests/CMakeLists.txt)")
+    local sock = tmp .. "/s"
+    local full = '{"v":1,"code":"too-many-connections","exit":7}'
+    local requests = {}
+    local server = assert(core.unix_listen { path = sock, max_connections = 2, full_response = full,
+      on_request = function(id) requests[#requests + 1] = id end })
+    for i = 1, 2 do os.execute("echo '{}' | '" .. UNIX_SEND .. "' '" .. sock .. "' > /dev/null 2>&1 &") end
+    assert(wait_until(function() return #requests == 2 end), "the two held requests did not arrive")
+    -- 40 connections that send nothing for 3 s (a slow or stuck client, or a flood)
+    for i = 1, 40 do
+      os.execute("sleep 3 | '" .. UNIX_SEND .. "' '" .. sock .. "' > '" .. tmp .. "/idle" .. i .. "' 2>&1 &")
+    end
+    wait_until(function() return false end, 1000) -- (the loop turns: they connect and are accepted)
+    local count = server:count()
+    local function all_answered()
+      for i = 1, 40 do
+        local out = read_file(tmp .. "/idle" .. i)
+        if not out or out == "" then return false end
+      end
+      return true
+    end
+    wait_until(all_answered, 8000)
+    for _, id in ipairs(requests) do core.unix_reply(id, '{"v":1,"code":"ok","exit":0}') end
+    server:close()
+    assert.are.equal(2, count, "connections open a second after 40 idle ones came")
+    for i = 1, 40 do assert.are.equal(full .. "\n", read_file(tmp .. "/idle" .. i), "idle " .. i) end
+  end)
 end)
