@@ -188,7 +188,7 @@ describe("harness agents with real processes", function()
     local requests = {}
     local server = assert(core.unix_listen { path = sock, max_connections = 2, full_response = full,
       on_request = function(id) requests[#requests + 1] = id end })
-    for i = 1, 2 do os.execute("echo '{}' | '" .. UNIX_SEND .. "' '" .. sock .. "' > /dev/null 2>&1 &") end
+    for _ = 1, 2 do os.execute("echo '{}' | '" .. UNIX_SEND .. "' '" .. sock .. "' > /dev/null 2>&1 &") end
     assert(wait_until(function() return #requests == 2 end), "the two held requests did not arrive")
     -- 40 connections that send nothing for 3 s (a slow or stuck client, or a flood)
     for i = 1, 40 do
