@@ -74,4 +74,26 @@ describe("harness agents", function()
     assert.is_truthy(tostring(run.value.error):find("no script for agent 'unscripted'", 1, true),
       tostring(run.value.error))
   end)
+
+  it("a scripted turn's answer is refused while its call runs, as a launcher's result is", function()
+    local slow = moor.step("harness_review2_slow", function()
+      require("moor.engine").io(function(resume) require("moor.core").after(200, resume) end)
+      return true
+    end, { retries = 0 })
+    local name = workflow(function()
+      local a = moor.harness.open { key = "a", runtime = { command = { "true" } }, tools = {
+        slow = moor.harness.tool { description = "Slow.", handler = function() slow() return "done" end },
+      } }
+      return a:run { prompt = "go" }.outcome
+    end)
+    local run = t.workflow(name, {}, { agents = { a = t.answer(function(turn)
+      turn.send("slow") -- not awaited
+      return "answered while the call ran"
+    end) } })
+    assert.is_nil(run.error)
+    assert.is_false(run.value.answered)
+    assert.are.equal("failed", run.value.reason)
+    assert.is_truthy(tostring(run.value.error):find("while its call of slow was running", 1, true),
+      tostring(run.value.error))
+  end)
 end)

@@ -292,7 +292,7 @@ local function call_tool(a, conn, name, args, stdin, input)
   -- <key>~<gen> ("~" is in no key), as its token counts them
   local gen = a.token:match("%-(%d+)$")
   local who = (gen and gen ~= "1") and (a.key .. "~" .. gen) or a.key
-  c = { id = fmt("%s-%d-%d", who, turn.n, a.calls), key = key, conns = { conn } }
+  c = { id = fmt("%s-%d-%d", who, turn.n, a.calls), key = key, tool = name, conns = { conn } }
   turn.call = c
   local okd, err = deliver(a, { turn = turn.n, call = { id = c.id, tool = name, input = checked } })
   if not okd then
