@@ -35,7 +35,7 @@ ALLOWED_INNER=(
   'lua/moor/testrunner.lua:    require("busted.runner")({ standalone = false })'
 )
 inner=$(grep -rnw 'require' lua --include='*.lua' \
-  | grep -v -E '^[^:]+:[0-9]+:(local [A-Za-z_]+ = require "[a-z._]+"( +--.*)?|require "moor\.core"|[[:space:]]*--.*)$' \
+  | grep -v -E '^[^:]+:[0-9]+:(local [A-Za-z0-9_]+ = require "[a-z0-9._]+"( +--.*)?|require "moor\.core"|[[:space:]]*--.*)$' \
   | sed -E 's/^([^:]+):[0-9]+:/\1:/' || true)
 for a in "${ALLOWED_INNER[@]}"; do
   inner=$(printf '%s\n' "$inner" | grep -v -x -F -- "$a" || true)
