@@ -11,6 +11,12 @@
 
 #define MOOR_SCHEMA_VERSION 1
 
+/* A read-only open (moor runs, moor logs) reads a file of this version or
+ * later as it is: the migrations after it add only tables those commands
+ * never read (5: harness_turns), so a file an older moor wrote is read
+ * without an upgrade first. */
+#define MOOR_STORE_READ_MIN 4
+
 /* Each entry migrates from version i to i+1. Never edit a shipped entry:
  * append a new one, so old files upgrade in order. */
 static const char *const migrations[] = {
@@ -208,7 +214,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
     int target = (int)(sizeof migrations / sizeof migrations[0]);
     /* A writer may be creating or migrating it this very moment: give it
      * MOOR_STORE_SCHEMA_WAIT_MS to commit its schema. */
-    for (int i = 0; i < MOOR_STORE_SCHEMA_WAIT_MS / 20 && version >= 0 && version < target; i++) {
+    for (int i = 0; i < MOOR_STORE_SCHEMA_WAIT_MS / 20 && version >= 0 && version < MOOR_STORE_READ_MIN; i++) {
       sqlite3_sleep(20);
       version = read_version(s);
     }
@@ -217,7 +223,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
       snprintf(s->err, sizeof s->err, "the file has no moor tables (an empty or foreign SQLite file)");
       return MOOR_ENOTFOUND;
     }
-    if (version != target) {
+    if (version < MOOR_STORE_READ_MIN || version > target) {
       snprintf(s->err, sizeof s->err,
                "database schema version %d, this moor reads %d; %s", version, target,
                version < target ? "run 'moor resume' once to upgrade it" : "use a newer moor");
