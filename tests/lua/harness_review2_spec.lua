@@ -96,4 +96,29 @@ describe("harness agents", function()
     assert.is_truthy(tostring(run.value.error):find("while its call of slow was running", 1, true),
       tostring(run.value.error))
   end)
+
+  it("a call whose input is over a delivery's size once recorded is refused as bad-request; the turn goes on",
+    function()
+    local ran = false
+    local name = workflow(function()
+      local a = moor.harness.open { key = "a", runtime = { command = { "true" } }, tools = {
+        echo = moor.harness.tool { description = "Echo.", input = s.object { text = s.string() },
+          handler = function(x) ran = true return #x.text end },
+      } }
+      return a:run { prompt = "go" }.outcome
+    end)
+    local seen
+    local run = t.workflow(name, {}, { agents = { a = t.answer(function(turn)
+      -- 700,000 newlines: 1.4 MB as JSON, over the 1 MiB + 64 KiB a delivery holds
+      seen = turn.tool("echo", { text = ("\n"):rep(700000) })
+      local again = turn.tool("echo", { text = "short" })
+      return again.kind == "result" and "went on" or again.code
+    end) } })
+    assert.is_nil(run.error)
+    assert.are.equal("refused", seen.kind)
+    assert.are.equal("bad-request", seen.code)
+    assert.is_truthy(seen.error:find("too large", 1, true), seen.error)
+    assert.are.equal("went on", run.value.value)
+    assert.is_true(ran)
+  end)
 end)

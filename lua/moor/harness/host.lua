@@ -59,9 +59,7 @@ end
 
 local function refuse(conn, code, message) respond(conn, refusal(code, message)) end
 
-local function ok(stdout, output)
-  return { code = "ok", exit = 0, stdout = stdout, output = output }
-end
+local function ok(stdout, output) return { code = "ok", exit = 0, stdout = stdout, output = output } end
 
 ---------------------------------------------------------------------------
 -- the root and an agent's directory
@@ -231,10 +229,15 @@ local function finish_call(turn, c, res)
   for _, conn in ipairs(c.conns) do respond(conn, res) end
 end
 
+-- true, or nil, err and the agent's refusal (too large once recorded: bad-request; a full queue: busy)
 local function deliver(a, payload)
   local kind, err = engine.deliver(a.token, payload)
-  if not kind then return nil, err end
-  return true
+  if kind then return true end
+  if err and err.code == "bad_request" then
+    return nil, err, "bad-request", "too large once recorded: " .. err.message
+  end
+  if err and err.code == "too_many_deliveries" then return nil, err, "busy", err.message end
+  return nil, err, "outside-a-turn", "the workflow is no longer running this agent's turn"
 end
 M.deliver = deliver
 
@@ -294,11 +297,10 @@ local function call_tool(a, conn, name, args, stdin, input)
   local who = (gen and gen ~= "1") and (a.key .. "~" .. gen) or a.key
   c = { id = fmt("%s-%d-%d", who, turn.n, a.calls), key = key, tool = name, conns = { conn } }
   turn.call = c
-  local okd, err = deliver(a, { turn = turn.n, call = { id = c.id, tool = name, input = checked } })
+  local okd, _, rcode, rmessage = deliver(a, { turn = turn.n, call = { id = c.id, tool = name, input = checked } })
   if not okd then
     turn.call = nil
-    if err and err.code == "too_many_deliveries" then return refuse(conn, "busy", err.message) end
-    return refuse(conn, "outside-a-turn", "the workflow is no longer running this agent's turn")
+    return refuse(conn, rcode, rmessage)
   end
   arm_call_timer(a, turn, c, t)
 end
@@ -320,8 +322,8 @@ local function answer_turn(a, conn, value, given)
       return refuse(conn, "invalid-answer", verr .. "; fix it and answer again")
     end
   end
-  local okd = deliver(a, { turn = turn.n, answer = value == nil and json.null or value })
-  if not okd then return refuse(conn, "outside-a-turn", "the workflow is no longer running this agent's turn") end
+  local okd, _, rcode, rmessage = deliver(a, { turn = turn.n, answer = value == nil and json.null or value })
+  if not okd then return refuse(conn, rcode, rmessage) end
   turn.answered = true
   respond(conn, ok("Your answer was accepted.\n", nil))
   -- The harness is expected to finish; past the grace it is stopped.
@@ -331,7 +333,6 @@ local function answer_turn(a, conn, value, given)
 end
 
 local REQUEST_FIELDS = { v = true, argv = true, stdin = true }
-
 M.call_tool = call_tool
 
 handle_request = function(a, conn, text)
@@ -519,8 +520,7 @@ end
 --- Step harness.stop: the run stops turn n (it was cancelled).
 function M.stop_turn(token, n)
   local a = agents[token]
-  local turn = a and a.turn
-  if turn and turn.n == n then M.end_turn(a, turn, nil) end
+  if a and a.turn and a.turn.n == n then M.end_turn(a, a.turn, nil) end
   return true
 end
 
