@@ -90,3 +90,41 @@ chmod 700 "$T/h"
 chmod 300 "$T/h"
 stop_dev
 pass "an agent's directory goes when its run ends after a restart"
+
+# A kill -9 while a handler's step runs: after the restart the handler is
+# given the call again (its step runs again: at least once), the turn ends as
+# interrupted, and the run returns what the handlers built.
+cat >"$T/example/tools/harness_slow_call.lua" <<'LUA'
+local moor = require "moor"
+local work = moor.step("harness_slow_call.work", function(what)
+  local f = assert(io.open(os.getenv("FAKE_DIR") .. "/work", "a"))
+  f:write(what, "\n")
+  f:close()
+  os.execute("sleep 2")
+  return what .. " done"
+end, { retries = 0 })
+return moor.defineWorkflowTool {
+  description = "A handler that runs a slow step.",
+  inputSchema = moor.schema.object {},
+  execute = function()
+    local got = {}
+    local a = moor.harness.open { key = "w", runtime = { command = { "sh", "-c",
+      'cat > /dev/null; "$MOOR_WFA" tool work --what one > /dev/null; sleep 300' } },
+      tools = { work = moor.harness.tool { description = "Work.", input = moor.schema.object {
+        what = moor.schema.string() }, handler = function(x) got[#got + 1] = work(x.what) return "ok" end } } }
+    local r = a:run { prompt = "work" }
+    return { got = moor.json.array(got), ended = r.outcome.reason }
+  end,
+}
+LUA
+start_dev "$T/example" 127.0.0.1:0
+call harness_slow_call '{}'
+wait_for grep -qx one "$T/work"
+kill_dev
+start_dev "$T/example" 127.0.0.1:0
+wait_for has_status "$RUN" completed
+run_body "$RUN" >/dev/null
+printf '%s' "$BODY" | grep -qF '"ended":"interrupted"' || fail "harness_slow_call: $BODY"
+[ "$(count one "$T/work")" = 2 ] || fail "the handler's step ran $(count one "$T/work") times, not twice"
+stop_dev
+pass "a kill -9 during a handler's step: the call given to the handler again, the turn interrupted"
