@@ -620,7 +620,6 @@ struct uconn {
   int state;
   int counted;
   int discard;            /* over max_request: read (and drop) to the end, then answer */
-  const char *preset;     /* answered this when the request is in (full_response) */
   const char *bad;        /* else answered bad-request for this reason (another user) */
   char *buf;
   size_t len, cap;
@@ -727,10 +726,6 @@ static void conn_request(uconn *c, size_t len) {
   moor__usrv *s = c->s;
   uv_read_stop((uv_stream_t *)&c->pipe);
   c->state = C_WAITING;
-  if (c->preset) {
-    conn_answer(c, c->preset, strlen(c->preset));
-    return;
-  }
   if (c->bad) {
     conn_bad(c, c->bad);
     return;
@@ -820,17 +815,20 @@ static void on_connection(uv_stream_t *server, int status) {
   c->prev = &s->conns;
   s->conns = c;
   if (s->count >= s->max_connections) {
-    c->preset = s->full; /* answered, never dropped; does not count */
-  } else {
-    c->counted = 1;
-    s->count++;
-    uv_os_fd_t fd;
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.uid != geteuid())
-      c->bad = "the connection is not from this workflow's user";
+    /* Answered now, never dropped, and not kept: a connection over the
+     * limit holds nothing while its client sends or idles. (The client reads
+     * the answer before the error a close over its unread request gives.) */
+    conn_answer(c, s->full, s->full_len);
+    return;
   }
+  c->counted = 1;
+  s->count++;
+  uv_os_fd_t fd;
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) ||
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.uid != geteuid())
+    c->bad = "the connection is not from this workflow's user";
   uv_timer_start(&c->timer, conn_expired, s->lifetime_ms, 0);
   uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
 }

@@ -35,6 +35,10 @@ function Signal:wait()
   if not engine.in_body() then
     error("signal:wait belongs in a workflow body (defineWorkflowTool's execute), not in a step or plain code", 2)
   end
+  local why = engine.waits_refused() -- (a harness tool's handler: its agent waits for it)
+  if why then error("signal:wait can't wait in " .. why .. ": the agent that called it waits for its answer, "
+    .. "so a handler may run steps (and other agents) but not sleep, race or wait on hooks, signals or questions",
+    2) end
   local ok, v = engine.op("wait", "await", { mode = "await", futures = { self } })
   if not ok then error(v, 0) end
   return v

@@ -37,9 +37,16 @@ describe("harness runtimes", function()
     assert.is_true(has_seq(c.argv, "-c", "sandbox_workspace_write.network_access=true"))
     assert.are.equal("-", c.argv[#c.argv])
     assert.is_true(has_seq(runtime.command("codex", { prompt = "P", launcher = L, resume = "t1" }).argv,
-      "exec", "resume", "t1"))
+      "resume", "t1", "-"))
     assert.is_true(has_seq(runtime.command("codex", { prompt = "P", launcher = L, fork = "t1" }).argv,
-      "exec", "fork", "t1"))
+      "fork", "t1", "-"))
+  end)
+
+  it("codex: exec's own options before its resume subcommand, which refuses them after it", function()
+    -- (codex exec resume takes no --sandbox: "error: unexpected argument '--sandbox' found")
+    local c = runtime.command("codex", { prompt = "P", launcher = L, resume = "t1" })
+    assert.are.same({ "codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "-c",
+      "sandbox_workspace_write.network_access=true", "resume", "t1", "-" }, c.argv)
   end)
 
   it("a command with the prompt on stdin, and the session to continue in its environment", function()
@@ -69,5 +76,16 @@ describe("harness runtimes", function()
     runtime.read_line(st, '{"type":"thread.started","thread_id":"t-9"}')
     runtime.read_line(st, '{"type":"item.completed","item":{"type":"agent_message","text":"ok"}}')
     assert.are.same({ session = "t-9", final = "ok" }, st)
+  end)
+
+  it("keeps what fits the turn's last delivery: no session id over 1 KiB, the last message's first 64 KiB", function()
+    local st = {}
+    runtime.read_line(st, '{"session_id":"' .. ("s"):rep(1025) .. '"}')
+    assert.is_nil(st.session)
+    runtime.read_line(st, '{"session_id":"' .. ("s"):rep(1024) .. '"}')
+    assert.are.equal(1024, #st.session)
+    -- cut where a character begins: "é" is 2 bytes, 64 KiB - 1 of "a" before it
+    runtime.read_line(st, '{"type":"result","result":"' .. ("a"):rep(65535) .. 'é' .. ("b"):rep(10) .. '"}')
+    assert.are.equal(("a"):rep(65535), st.final)
   end)
 end)

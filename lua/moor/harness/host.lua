@@ -31,6 +31,7 @@ local M = {}
 
 local agents = {}       -- hook token -> the live agent { token, key, run_id, dir, path, server, tools, turn }
 local interrupted = {}  -- "token:n" -> true: turns a restart cut (M.recover), never started again
+local dirs = {}         -- hook token -> directory name of every agent a run in memory opened (replays too)
 local scripts = nil     -- agent key -> script, while moor.testing.workflow runs (M.script)
 local root = nil        -- the launchers' root directory, once made
 
@@ -58,9 +59,7 @@ end
 
 local function refuse(conn, code, message) respond(conn, refusal(code, message)) end
 
-local function ok(stdout, output)
-  return { code = "ok", exit = 0, stdout = stdout, output = output }
-end
+local function ok(stdout, output) return { code = "ok", exit = 0, stdout = stdout, output = output } end
 
 ---------------------------------------------------------------------------
 -- the root and an agent's directory
@@ -230,10 +229,15 @@ local function finish_call(turn, c, res)
   for _, conn in ipairs(c.conns) do respond(conn, res) end
 end
 
+-- true, or nil, err and the agent's refusal (too large once recorded: bad-request; a full queue: busy)
 local function deliver(a, payload)
   local kind, err = engine.deliver(a.token, payload)
-  if not kind then return nil, err end
-  return true
+  if kind then return true end
+  if err and err.code == "bad_request" then
+    return nil, err, "bad-request", "too large once recorded: " .. err.message
+  end
+  if err and err.code == "too_many_deliveries" then return nil, err, "busy", err.message end
+  return nil, err, "outside-a-turn", "the workflow is no longer running this agent's turn"
 end
 M.deliver = deliver
 
@@ -287,13 +291,16 @@ local function call_tool(a, conn, name, args, stdin, input)
       .. " has answered")
   end
   a.calls = a.calls + 1
-  c = { id = fmt("%s-%d-%d", a.key, turn.n, a.calls), key = key, conns = { conn } }
+  -- <key>-<turn>-<n>, unique in the run: a key closed and opened again is
+  -- <key>~<gen> ("~" is in no key), as its token counts them
+  local gen = a.token:match("%-(%d+)$")
+  local who = (gen and gen ~= "1") and (a.key .. "~" .. gen) or a.key
+  c = { id = fmt("%s-%d-%d", who, turn.n, a.calls), key = key, tool = name, conns = { conn } }
   turn.call = c
-  local okd, err = deliver(a, { turn = turn.n, call = { id = c.id, tool = name, input = checked } })
+  local okd, _, rcode, rmessage = deliver(a, { turn = turn.n, call = { id = c.id, tool = name, input = checked } })
   if not okd then
     turn.call = nil
-    if err and err.code == "too_many_deliveries" then return refuse(conn, "busy", err.message) end
-    return refuse(conn, "outside-a-turn", "the workflow is no longer running this agent's turn")
+    return refuse(conn, rcode, rmessage)
   end
   arm_call_timer(a, turn, c, t)
 end
@@ -315,8 +322,8 @@ local function answer_turn(a, conn, value, given)
       return refuse(conn, "invalid-answer", verr .. "; fix it and answer again")
     end
   end
-  local okd = deliver(a, { turn = turn.n, answer = value == nil and json.null or value })
-  if not okd then return refuse(conn, "outside-a-turn", "the workflow is no longer running this agent's turn") end
+  local okd, _, rcode, rmessage = deliver(a, { turn = turn.n, answer = value == nil and json.null or value })
+  if not okd then return refuse(conn, rcode, rmessage) end
   turn.answered = true
   respond(conn, ok("Your answer was accepted.\n", nil))
   -- The harness is expected to finish; past the grace it is stopped.
@@ -326,7 +333,6 @@ local function answer_turn(a, conn, value, given)
 end
 
 local REQUEST_FIELDS = { v = true, argv = true, stdin = true }
-
 M.call_tool = call_tool
 
 handle_request = function(a, conn, text)
@@ -399,7 +405,9 @@ function M.end_turn(a, turn, reason, extra)
   turn.ended = true
   if turn.live then engine.outside(-1) end
   if a.turn == turn then a.turn = nil end
-  if turn.proc and turn.proc:running() then turn.proc:kill("KILL") end
+  -- (the whole group, even when its leader has exited: what it left in the
+  -- background may hold its stdout, and on_exit waits for that)
+  if turn.proc then turn.proc:kill("KILL") end
   if turn.row then store.delete_harness_turn(a.token, turn.n) end
   if turn.call then
     finish_call(turn, turn.call, refusal("timed-out", "the turn ended before the call answered; it may have run"))
@@ -441,6 +449,10 @@ function M.start_turn(spec)
     interrupted[tk] = nil
     return { interrupted = true }
   end
+  if scripts and scripts[spec.key] == nil then -- (a test never runs a real harness, with the user's keys)
+    return { failed = ("moor.testing.workflow has no script for agent '%s': give it in agents = { [%q] ="
+      .. " t.answer(function(turn) ... end) }"):format(spec.key, spec.key) }
+  end
   local a, err = ensure_agent(spec)
   if not a then return { failed = err } end
   if a.turn then M.end_turn(a, a.turn, nil) end
@@ -472,7 +484,12 @@ function M.start_turn(spec)
     end
     turn.proc = proc
     local pid = proc:pid()
-    store.insert_harness_turn(a.token, turn.n, pid, core.pid_start(pid), a.dir, now_ms())
+    -- (without its row a restart could not end the turn: the run would wait for it forever)
+    local okr, rerr = store.insert_harness_turn(a.token, turn.n, pid, core.pid_start(pid), a.dir, now_ms())
+    if not okr then
+      M.end_turn(a, turn, nil)
+      return { failed = "cannot record the turn's process: " .. tostring(rerr) }
+    end
     turn.row = true
   end
   after(spec.timeout_ms, function()
@@ -503,16 +520,28 @@ end
 --- Step harness.stop: the run stops turn n (it was cancelled).
 function M.stop_turn(token, n)
   local a = agents[token]
-  local turn = a and a.turn
-  if turn and turn.n == n then M.end_turn(a, turn, nil) end
+  if a and a.turn and a.turn.n == n then M.end_turn(a, a.turn, nil) end
   return true
 end
+
+--- An agent's body opened it (live or replayed): its directory is removed
+-- when it is closed or its run ends, even if no turn of it runs again after
+-- a restart (its launcher and a stale socket would be left).
+function M.opened(token, dir) dirs[token] = dir end
 
 --- The agent is closed (agent:close(), or its run ended): socket, launcher
 -- and directory go.
 function M.close_agent(token)
   local a = agents[token]
-  if not a then return true end
+  local dir = dirs[token]
+  dirs[token] = nil
+  if not a then
+    if dir and not scripts then
+      local r = M.root()
+      if r then remove_dir(r .. "/" .. dir) end
+    end
+    return true
+  end
   agents[token] = nil
   if a.turn then M.end_turn(a, a.turn, nil) end
   if a.server then a.server:close() end
@@ -522,9 +551,14 @@ end
 
 engine.on_run_end(function(run_id)
   local prefix = "harness-" .. run_id .. "-"
+  local mine = {}
   for token in pairs(agents) do
-    if token:sub(1, #prefix) == prefix then M.close_agent(token) end
+    if token:sub(1, #prefix) == prefix then mine[#mine + 1] = token end
   end
+  for token in pairs(dirs) do
+    if token:sub(1, #prefix) == prefix and not agents[token] then mine[#mine + 1] = token end
+  end
+  for _, token in ipairs(mine) do M.close_agent(token) end
 end)
 
 --- At start-up, before runs are loaded: every turn that had a live process
@@ -532,18 +566,18 @@ end)
 -- of its process group is killed.
 function M.recover()
   for _, row in ipairs(store.harness_turns() or {}) do
+    local live = agents[row.token] and agents[row.token].turn
+    if live and live.n == row.turn then goto continue end -- (this process runs it: a second moor.resume())
     interrupted[row.token .. ":" .. row.turn] = true
-    -- The harness itself may be gone (its death signal killed it, and it was
-    -- reaped) while what it started lives on in its group: the group is
-    -- killed then too. A pid that names another process now (another start
-    -- time) is left alone. (While any member lives, the kernel gives no new
-    -- process the group's id.)
+    -- Its group, when its leader is the process started then or is gone (what
+    -- it started may live on); a pid naming another process is left alone.
     local started = row.pid > 1 and core.pid_start(row.pid)
     if row.pid > 1 and (started == nil or started == row.pstart) then core.kill_group(row.pid, 9) end
     store.delete_harness_turn(row.token, row.turn)
     engine.deliver(row.token, { turn = row.turn, ended = { reason = "interrupted" } })
     if root == nil then M.root() end
     if root then remove_dir(root .. "/" .. row.dir) end
+    ::continue::
   end
   return engine.commit()
 end

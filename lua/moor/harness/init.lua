@@ -167,6 +167,7 @@ local function new_agent(st, r, key, rt, list, handlers, opts)
     instructions = opts.instructions, cwd = opts.cwd, turns = 0, calls = {},
     token = fmt("harness-%s-%s-%d", r.id, key, gen) }, Agent)
   a.dir = open_step().dir
+  host.opened(a.token, a.dir)
   st.agents[key] = a
   return a
 end

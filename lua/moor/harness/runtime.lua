@@ -7,7 +7,7 @@
 --              the agent's next turns, --resume <id> --fork-session for a fork;
 --              the launcher allowed as a Bash command (--allowedTools).
 --   "codex"    Codex: codex exec --json ... - (the prompt on stdin); codex exec
---              resume <id> / codex exec fork <id> for later turns and forks;
+--              ... resume <id> - / ... fork <id> - for later turns and forks;
 --              -c sandbox_workspace_write.network_access=true so its
 --              workspace-write sandbox lets the launcher reach its socket.
 --   { command = { prog, args... } }
@@ -66,14 +66,15 @@ function M.command(rt, t)
       push(argv, "--resume", t.resume)
     end
   elseif rt == "codex" then
-    argv = { getenv("MOOR_CODEX") or "codex", "exec" }
+    -- (exec's options before its subcommand: codex exec resume refuses --sandbox after it)
+    argv = { getenv("MOOR_CODEX") or "codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
+      "workspace-write", "-c", "sandbox_workspace_write.network_access=true" }
     if t.fork then
       push(argv, "fork", t.fork)
     elseif t.resume then
       push(argv, "resume", t.resume)
     end
-    push(argv, "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
-      "-c", "sandbox_workspace_write.network_access=true", "-")
+    push(argv, "-")
     if t.instructions and not (t.resume or t.fork) then prompt = t.instructions .. "\n\n" .. prompt end
   else
     argv = {}
@@ -89,17 +90,36 @@ end
 --- Fold one line of the harness's standard output into state: the session
 -- it holds (state.session) and its last message (state.final). Lines that
 -- are not JSON objects are ignored.
+-- (Both go in the turn's last delivery, which must fit or the turn would
+-- never end: a session id over SESSION_MAX bytes is not one; the last message
+-- is kept to its first FINAL_MAX bytes.)
+local SESSION_MAX, FINAL_MAX = 1024, 64 * 1024
+M.SESSION_MAX, M.FINAL_MAX = SESSION_MAX, FINAL_MAX
+
+local function session(state, id)
+  if type(id) == "string" and id ~= "" and #id <= SESSION_MAX then state.session = id end
+end
+
+local function final(state, text)
+  if #text > FINAL_MAX then
+    local cut = FINAL_MAX -- (not inside a UTF-8 sequence)
+    while cut > 0 and (text:byte(cut + 1) or 0) >= 0x80 and text:byte(cut + 1) < 0xC0 do cut = cut - 1 end
+    text = text:sub(1, cut)
+  end
+  state.final = text
+end
+
 function M.read_line(state, line)
   if line:sub(1, 1) ~= "{" then return end
   local v = json.decode(line)
   if type(v) ~= "table" then return end
-  if type(v.session_id) == "string" and v.session_id ~= "" then state.session = v.session_id end
-  if v.type == "thread.started" and type(v.thread_id) == "string" then state.session = v.thread_id end
-  if v.type == "result" and type(v.result) == "string" then state.final = v.result end
+  session(state, v.session_id)
+  if v.type == "thread.started" then session(state, v.thread_id) end
+  if v.type == "result" and type(v.result) == "string" then final(state, v.result) end
   local item = v.item
   if v.type == "item.completed" and type(item) == "table" and item.type == "agent_message"
       and type(item.text) == "string" then
-    state.final = item.text
+    final(state, item.text)
   end
 end
 

@@ -34,6 +34,10 @@ function M.run(a, turn, script, prompt)
     if getmetatable(v) == REPLY then
       return host.end_turn(a, turn, v.reason, v.error and { error = v.error } or nil)
     end
+    if turn.call then -- (as the launcher's result is refused while a call runs)
+      return host.end_turn(a, turn, "failed", { error = ("the scripted turn answered while its call of %s was"
+        .. " running: await what turn.send gave before answering"):format(tostring(turn.call.tool)) })
+    end
     local value = v
     if value ~= nil and type(value) ~= "string" then
       local text = encode(value)
