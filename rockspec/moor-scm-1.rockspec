@@ -70,6 +70,7 @@ build = {
     ["moor.auth.tokens"] = "lua/moor/auth/tokens.lua",
     ["moor.base64url"] = "lua/moor/base64url.lua",
     ["moor.harness"] = "lua/moor/harness/init.lua",
+    ["moor.harness.dirs"] = "lua/moor/harness/dirs.lua",
     ["moor.harness.host"] = "lua/moor/harness/host.lua",
     ["moor.harness.runtime"] = "lua/moor/harness/runtime.lua",
     ["moor.harness.script"] = "lua/moor/harness/script.lua",

@@ -237,6 +237,32 @@ describe("moor.harness", function()
     end)
   end)
 
+  describe("a handler still running when its turn ends", function()
+    local slow = moor.step("harness_spec_slow_end", function(ms)
+      engine.io(function(resume) core.after(ms, resume) end)
+      return true
+    end, { retries = 0 })
+
+    it("gets the grace to finish: what it recorded is kept", function()
+      local name = workflow(function()
+        local found = {}
+        local a = open({ x = echo_tool { handler = function(x)
+          slow(200)
+          found[#found + 1] = x.text
+          return "kept"
+        end } })
+        local r = a:run { prompt = "go" }
+        return { found = moor.json.array(found), reason = r.outcome.reason }
+      end)
+      local run = t.workflow(name, {}, { agents = { a = t.answer(function(turn)
+        turn.send("x", { text = "late" })
+        return t.reply.timedOut()
+      end) } })
+      assert.is_nil(run.error)
+      assert.are.same({ found = { "late" }, reason = "timed-out" }, run.value)
+    end)
+  end)
+
   describe("what a handler can't do", function()
     it("wait on the world, or give work to the agent that called it; it may run another agent", function()
       local name = workflow(function()

@@ -20,7 +20,7 @@ local conf = require "moor.conf"
 local schema = require "moor.schema"
 local teach = require "moor.harness.teach"
 local runtime = require "moor.harness.runtime"
-local base64url = require "moor.base64url"
+local harness_dirs = require "moor.harness.dirs"
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local encode, decode = json.encode, json.decode
@@ -29,11 +29,13 @@ local fmt, concat = string.format, table.concat
 
 local M = {}
 
+local remove_dir, write_launcher, dirs_root = harness_dirs.remove, harness_dirs.write_launcher, harness_dirs.root
+M.new_dir_name, M.root = harness_dirs.new_name, harness_dirs.root
+
 local agents = {}       -- hook token -> the live agent { token, key, run_id, dir, path, server, tools, turn }
 local interrupted = {}  -- "token:n" -> true: turns a restart cut (M.recover), never started again
 local dirs = {}         -- hook token -> directory name of every agent a run in memory opened (replays too)
 local scripts = nil     -- agent key -> script, while moor.testing.workflow runs (M.script)
-local root = nil        -- the launchers' root directory, once made
 
 local L = teach.LIMITS
 
@@ -60,73 +62,6 @@ end
 local function refuse(conn, code, message) respond(conn, refusal(code, message)) end
 
 local function ok(stdout, output) return { code = "ok", exit = 0, stdout = stdout, output = output } end
-
----------------------------------------------------------------------------
--- the root and an agent's directory
-
---- A fresh directory name for an agent (16 random bytes, 22 characters).
-function M.new_dir_name() return base64url.encode(core.random_bytes(16)) end
-
-local SUN_PATH = 107 -- bytes of a Unix socket's path (sockaddr_un)
-
-local function make_root(path)
-  local okm, err, errno = core.mkdir(path, tonumber("300", 8))
-  if not okm and errno ~= 17 then return nil, err end -- (17: EEXIST)
-  local okc, cerr = core.chmod(path, tonumber("300", 8))
-  if not okc then return nil, cerr end
-  return path
-end
-
---- The root every agent's directory is in: $MOOR_HARNESS_DIR, else `h`
--- beside the database (.moor/h), else (a path too long for a socket) a new
--- directory under $TMPDIR or /tmp. Made 0300 (owner: write and search only).
-function M.root()
-  if root then return root end
-  local want = os.getenv("MOOR_HARNESS_DIR")
-  if want == nil or want == "" then
-    local db = core.db_path and core.db_path() or conf.db_path or ".moor/moor.db"
-    local dir = db:match("^(.*)/[^/]*$") or "."
-    local abs = core.realpath(dir)
-    want = abs and (abs .. "/h") or nil
-    if want and #want + 26 > SUN_PATH then want = nil end
-  end
-  if want then
-    local got, err = make_root(want)
-    if not got then return nil, "cannot make the harness agents' directory: " .. err end
-    root = core.realpath(got) or got
-    return root
-  end
-  local tmp = os.getenv("TMPDIR")
-  if not tmp or tmp == "" or #tmp + 40 > SUN_PATH then tmp = "/tmp" end
-  for _ = 1, 8 do
-    local path = tmp .. "/moor-h-" .. M.new_dir_name():sub(1, 12)
-    local okm = core.mkdir(path, tonumber("300", 8))
-    if okm then
-      root = path
-      return root
-    end
-  end
-  return nil, "cannot make a harness agents' directory under " .. tmp
-end
-
-local function shq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function write_launcher(path, socket, json_tools)
-  local wfa, err = core.wfa_path()
-  if not wfa then return nil, err or "the launcher program moor-wfa is not found (set $MOOR_WFA)" end
-  local f, ferr = io.open(path, "w")
-  if not f then return nil, ferr end
-  f:write("#!/bin/sh\n", "exec ", shq(wfa), " ", shq(socket), " ", shq(json_tools), ' "$@"\n')
-  f:close()
-  return core.chmod(path, tonumber("500", 8))
-end
-
-local function remove_dir(path)
-  os.remove(path .. "/s")
-  core.chmod(path .. "/wfa", tonumber("700", 8))
-  os.remove(path .. "/wfa")
-  core.rmdir(path)
-end
 
 ---------------------------------------------------------------------------
 -- requests
@@ -385,8 +320,8 @@ handle_request = function(a, conn, text)
     end
     if turn.call then return refuse(conn, "busy", "a tool call of yours is running: wait for its answer") end
     local reason = argv[2] == "--reason" and argv[3] or (argv[2] or ""):match("^%-%-reason=(.*)$")
-    if not reason or #argv > 3 then
-      return refuse(conn, "bad-request", "say what you wait for: waiting --reason '<what>'")
+    if not reason or #argv > 3 or #reason > 4096 then
+      return refuse(conn, "bad-request", "say what you wait for, in at most 4096 bytes: waiting --reason '<what>'")
     end
     deliver(a, { turn = turn.n, waiting = reason })
     return respond(conn, ok("Noted.\n", nil))
@@ -575,8 +510,8 @@ function M.recover()
     if row.pid > 1 and (started == nil or started == row.pstart) then core.kill_group(row.pid, 9) end
     store.delete_harness_turn(row.token, row.turn)
     engine.deliver(row.token, { turn = row.turn, ended = { reason = "interrupted" } })
-    if root == nil then M.root() end
-    if root then remove_dir(root .. "/" .. row.dir) end
+    local r = dirs_root()
+    if r then remove_dir(r .. "/" .. row.dir) end
     ::continue::
   end
   return engine.commit()

@@ -271,6 +271,7 @@ local function turn(a, opts)
   if started.failed then return { outcome = { answered = false, reason = "failed", error = started.failed } } end
   local answered, value = false, nil
   local ended
+  local running = {} -- the futures of this turn's calls
   while true do
     local okw, d = pcall(a.hook.await, a.hook)
     if not okw then
@@ -283,7 +284,7 @@ local function turn(a, opts)
     end
     if type(d) == "table" and d.turn == n then
       if d.call ~= nil then
-        flow.async(run_call, a, n, d.call)
+        running[#running + 1] = flow.async(run_call, a, n, d.call)
       elseif d.abort ~= nil then
         local sig = a.calls[d.abort]
         if sig then engine.abort(sig, "the call's time is up") end
@@ -299,6 +300,14 @@ local function turn(a, opts)
     end
   end
   for _, sig in pairs(a.calls) do engine.abort(sig, "the turn ended") end -- (seed 001: call.signal)
+  -- What the agent recorded is kept however the turn ended: a handler still
+  -- running (its signal now aborted) gets the grace to finish first.
+  local pending = {}
+  for _, f in ipairs(running) do if f.done == false then pending[#pending + 1] = f end end
+  if #pending > 0 then
+    local all = flow.async(function() for _, f in ipairs(pending) do pcall(flow.await, f) end end)
+    pcall(flow.race, { all, flow.timer(teach.LIMITS.grace_seconds * 1000) })
+  end
   ended = ended or {}
   if type(ended.session) == "string" then
     a.session = ended.session
