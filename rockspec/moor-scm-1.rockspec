@@ -30,7 +30,7 @@ build = {
                   "host/core.c", "host/core_engine.c", "host/core_store.c", "host/core_clock.c",
                   "host/core_http.c", "host/core_os.c", "host/store.c", "host/lock.c", "host/json.c",
                   "host/http.c", "host/fetch.c", "host/fetch_lua.c", "host/regex.c",
-                  "host/sandbox.c", "host/harness.c" },
+                  "host/sandbox.c", "host/harness.c", "host/paths.c", "host/scaffold.c" },
       defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
       incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)",
                   "$(CRYPTO_INCDIR)", "$(PCRE2_INCDIR)" },
@@ -100,6 +100,7 @@ build = {
     ["moor.providers.openai"] = "lua/moor/providers/openai.lua",
     ["moor.providers.anthropic"] = "lua/moor/providers/anthropic.lua",
     ["moor.providers.scripted"] = "lua/moor/providers/scripted.lua",
+    ["moor.scaffold"] = "lua/moor/scaffold.lua",
     -- moor's built-in tools (tools/), installed as moor/tools/ beside
     -- moor/loader.lua, which loads them for every agent.
     ["moor.tools.ask_question"] = "tools/ask_question.lua",
