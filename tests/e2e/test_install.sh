@@ -7,7 +7,8 @@
 # `pkg-config --cflags --libs moor` (moor_open/moor_call/moor_tick), `moor
 # init`, `moor call`, `moor test` and `moor dev` (one request with curl) from
 # the prefix, and a stock lua5.4 running a tool through `require "moor"`
-# from the rocks tree. It builds moor twice: about 2-3 minutes on 2 cores.
+# from the rocks tree and from the prefix, and moor-wfa moved to libexec. It
+# builds moor twice: about 45-70 s on 2 cores.
 source "$(dirname "$0")/lib.sh"
 unset MOOR_LUA_DIR MOOR_WFA MOOR_DB LD_PRELOAD
 export HOME="$T/home" # (luarocks keeps its cache and config there)
@@ -159,4 +160,25 @@ LUA
 out=$(ROCKS="$ROCKS" MOOR_DB="$T/stock/moor.db" lua5.4 "$T/stock.lua" 2>&1) || fail "lua5.4 with the rocks tree: $out"
 [ "$out" = '{"reminder":"Reminder: from lua5.4"}	{"waitedSeconds":0.02}' ] || fail "lua5.4 printed: $out"
 pass "a stock lua5.4 ran the scaffold's workflow tool and the built-in sleep from the luarocks tree"
+
+# ... and from the CMake prefix (share/lua/5.4, lib/lua/5.4/moor/core.so), whose moor-wfa it finds in bin/
+out=$(LUA_PATH="$P/share/lua/5.4/?.lua;$P/share/lua/5.4/?/init.lua" LUA_CPATH="$P/lib/lua/5.4/?.so" \
+  MOOR_DB="$T/stock2/moor.db" lua5.4 -e '
+    local moor = require "moor"
+    moor.register("greet", dofile("agent/tools/greet.lua"))
+    local id = assert(moor.call("greet", { name = "Lua" }))
+    moor.run()
+    print(select(2, moor.status(id)), require("moor.core").wfa_path())' 2>&1) || fail "lua5.4 with the prefix: $out"
+[ "$out" = "{\"greeting\":\"Hello, Lua!\"}	$P/bin/moor-wfa" ] || fail "lua5.4 with the prefix printed: $out"
+pass "a stock lua5.4 ran a tool from the CMake prefix, and its moor/core.so finds moor-wfa in $P/bin"
+# a packager's layout: moor-wfa moved to <prefix>/libexec is found there
+mkdir -p "$P/libexec" "$T/checks2"
+mv "$P/bin/moor-wfa" "$P/libexec/moor-wfa"
+cat >"$T/checks2/libexec_spec.lua" <<LUA
+it("finds moor-wfa under the prefix's libexec", function()
+  assert.are.equal("$P/libexec/moor-wfa", require("moor.core").wfa_path())
+end)
+LUA
+"$M" test "$T/checks2" >"$T/test.out" 2>&1 || fail "moor-wfa in libexec: $(cat "$T/test.out")"
+pass "moor-wfa moved to $P/libexec is found there"
 echo "times: build+install $((t1 - t0)) s, luarocks make $((t2 - t1)) s, the rest $(($(date +%s) - t2)) s"
