@@ -4,14 +4,20 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 DEMO_DB ?= $(BUILD)/demo.db
+PREFIX ?= /usr/local
 
-.PHONY: all build demo test bench clean
+.PHONY: all build install demo test bench clean
 
 all: build
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
+
+# moor, moor-wfa, libmoor (static and shared), moor.h, moor.pc and the Lua
+# side under PREFIX (DESTDIR for staging, as CMake takes it).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	@rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm

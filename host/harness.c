@@ -1033,32 +1033,13 @@ static int l_unix_hold(lua_State *L) {
 }
 
 /* wfa_path() -> path | nil, err: $MOOR_WFA, else moor-wfa beside the running
- * program, else the build tree's (MOOR_WFA_PATH). */
+ * program or in its install prefix, else the build tree's (paths.c). */
 static int l_wfa_path(lua_State *L) {
-  const char *env = getenv("MOOR_WFA");
-  if (env && *env) {
-    lua_pushstring(L, env);
+  char path[PATH_MAX];
+  if (moor__wfa_path(path, sizeof path) == 0) {
+    lua_pushstring(L, path);
     return 1;
   }
-  char exe[PATH_MAX + 16];
-  ssize_t n = readlink("/proc/self/exe", exe, PATH_MAX);
-  if (n > 0) {
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      strcpy(slash + 1, "moor-wfa");
-      if (access(exe, X_OK) == 0) {
-        lua_pushstring(L, exe);
-        return 1;
-      }
-    }
-  }
-#ifdef MOOR_WFA_PATH
-  if (*MOOR_WFA_PATH && access(MOOR_WFA_PATH, X_OK) == 0) {
-    lua_pushstring(L, MOOR_WFA_PATH);
-    return 1;
-  }
-#endif
   lua_pushnil(L);
   lua_pushliteral(L, "the launcher moor-wfa was not found: set MOOR_WFA to its path, or install it beside moor");
   return 2;

@@ -101,6 +101,14 @@ void moor__timers_close(moor *m);
  * group and close every core.unix_listen server, their callbacks uncalled. */
 void moor__harness_close(moor *m);
 
+/* paths.c: moor's own files, found from where the running code is (an
+ * install prefix, else the build tree). moor__lua_dir: given (cfg.lua_dir),
+ * else $MOOR_LUA_DIR, else <prefix>/share/lua/5.4; 0, or MOOR_ENOTFOUND with
+ * where it looked in err. moor__wfa_path: $MOOR_WFA, else moor-wfa beside
+ * the program or under <prefix>/bin or <prefix>/libexec; 0 or MOOR_ENOTFOUND. */
+int moor__lua_dir(const char *given, char *out, size_t size, char *err, size_t errlen);
+int moor__wfa_path(char *out, size_t size);
+
 /* Each binding file's functions, assembled into moor.core by core.c. */
 extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */
 extern const luaL_Reg moor__core_store_fns[]; /* core_store.c: query, exec, append, commit, events */

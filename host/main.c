@@ -37,6 +37,8 @@ static const char *USAGE =
   "                     sent while a turn runs steers it; one that matches a pending\n"
   "                     question answers it); Ctrl-C cancels the session and quits\n"
   "  test [PATH...]     run busted specs inside the host (default: tests/lua)\n"
+  "  init [DIR]         write a new agent project into DIR (default: here); never\n"
+  "                     overwrites a file\n"
   "  help               this text\n"
   "\n"
   "options:\n"
@@ -929,6 +931,18 @@ static void harden_process(void) {
   }
 }
 
+/* moor init [DIR]: the scaffold (lua/moor/scaffold.lua); exit 2 when a file
+ * it would write exists (nothing is written then). */
+static int cmd_init(const opts *o) {
+  if (o->nargs > 1) return usage_error("init takes at most one DIR%s", "");
+  char *out = NULL;
+  int rc = moor_scaffold(o->nargs ? o->args[0] : ".", &out);
+  if (rc) fprintf(stderr, "moor: %s\n", out ? out : moor_strerror(rc));
+  else fputs(out, stdout);
+  free(out);
+  return rc == 0 ? 0 : rc == MOOR_ECONFLICT ? 2 : 1;
+}
+
 static int cmd_runs(const opts *o) { return cmd_list(o, 0); }
 static int cmd_logs(const opts *o) { return cmd_list(o, 1); }
 static int cmd_answer(const opts *o) { return cmd_answer_or_cancel(o, 1); }
@@ -940,7 +954,7 @@ static const struct {
 } COMMANDS[] = {
   {"call", cmd_call}, {"resume", cmd_resume}, {"runs", cmd_runs},     {"logs", cmd_logs},
   {"chat", cmd_chat}, {"dev", cmd_dev},       {"answer", cmd_answer}, {"cancel", cmd_cancel},
-  {"test", cmd_test},
+  {"test", cmd_test}, {"init", cmd_init},
 };
 
 int main(int argc, char **argv) {

@@ -7,6 +7,7 @@
 #include "lock.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,9 +147,8 @@ int moor_open(moor **out, const moor_config *cfg) {
   m->owns_L = 1;
   int rc = moor__engine_init(m, cfg);
   if (rc) return rc;
-  const char *lua_dir = cfg->lua_dir;
-  if (!lua_dir || !*lua_dir) lua_dir = getenv("MOOR_LUA_DIR");
-  if (!lua_dir || !*lua_dir) lua_dir = MOOR_LUA_DIR;
+  char lua_dir[PATH_MAX]; /* cfg.lua_dir, $MOOR_LUA_DIR, else found from the install prefix (paths.c) */
+  if ((rc = moor__lua_dir(cfg->lua_dir, lua_dir, sizeof lua_dir, m->err, sizeof m->err))) return rc;
   return open_lua(m, lua_dir);
 }
 

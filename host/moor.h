@@ -50,7 +50,9 @@ typedef struct moor moor;
 typedef struct moor_config {
   const char *db_path;    /* NULL: $MOOR_DB, else .moor/moor.db */
   int durability;         /* MOOR_DURABILITY_*; NORMAL survives a killed process */
-  const char *lua_dir;    /* NULL: $MOOR_LUA_DIR, else the build's lua/ directory */
+  const char *lua_dir;    /* NULL: $MOOR_LUA_DIR, else <prefix>/share/lua/5.4 of the
+                           * installed program (or libmoor.so), else, for a program
+                           * run from the build tree, the source tree's lua/ */
   int read_only;          /* 1: inspect only (runs, logs): takes no lock, opens the
                            * file read-only and creates nothing (MOOR_ENOTFOUND
                            * "no database at ..." when it is missing) */
@@ -183,6 +185,14 @@ MOOR_API int moor_describe_waiting(moor *m, char **out);
 /* Run busted specs inside the host (argv as busted's own). Returns the exit
  * status busted reports. */
 MOOR_API int moor_test(moor *m, int argc, char **argv);
+
+/* Write a new agent project into dir (`moor init`; NULL or "": the current
+ * directory): agent/agent.lua (on a scripted model), a plain and a workflow
+ * tool, a spec for each, .luarc.json and .gitignore. It never overwrites:
+ * when any of those files exists nothing is written and MOOR_ECONFLICT's
+ * message names them. *out is the report of what was written, or the error
+ * message (caller frees). Needs no engine. */
+MOOR_API int moor_scaffold(const char *dir, char **out);
 
 #ifdef __cplusplus
 }

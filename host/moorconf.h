@@ -13,9 +13,9 @@
 
 /* --- where things are ------------------------------------------------------ */
 
-#ifndef MOOR_LUA_DIR
-#define MOOR_LUA_DIR "lua"              /* the Lua side when $MOOR_LUA_DIR and cfg.lua_dir are unset (CMake sets the source tree's) */
-#endif
+/* The Lua side: cfg.lua_dir, else $MOOR_LUA_DIR, else found from the install
+ * prefix, else (a program run from the build tree) the source tree's lua/:
+ * host/paths.c, with the relative paths CMake computes (MOOR_REL_LUA). */
 #ifndef MOOR_DEFAULT_DB
 #define MOOR_DEFAULT_DB ".moor/moor.db" /* the database when --db, cfg.db_path and $MOOR_DB are unset */
 #endif

@@ -1,7 +1,11 @@
 -- Builds moor.core for a stock Lua 5.4 and installs the Lua side, so that
 -- `require "moor"` works in any Lua program (a game, an edge host):
---   luarocks make rockspec/moor-scm-1.rockspec CURL_INCDIR=/usr/include/x86_64-linux-gnu
--- (Debian keeps curl's headers in the multiarch directory.)
+--   luarocks --lua-version=5.4 make --tree DIR rockspec/moor-scm-1.rockspec \
+--     CURL_INCDIR=/usr/include/x86_64-linux-gnu
+-- (Debian's luarocks defaults to Lua 5.1 and keeps curl's headers in the
+-- multiarch directory.) No programs are built: no moor CLI and no moor-wfa
+-- launcher, which harness agents need ($MOOR_WFA, or install with CMake).
+-- tests/e2e/test_install.sh runs a tool with lua5.4 from such a tree.
 -- CMake (the README's commands) stays the primary build; tests/module/smoke.lua
 -- is what this module must run.
 rockspec_format = "3.0"
@@ -30,7 +34,7 @@ build = {
                   "host/core.c", "host/core_engine.c", "host/core_store.c", "host/core_clock.c",
                   "host/core_http.c", "host/core_os.c", "host/store.c", "host/lock.c", "host/json.c",
                   "host/http.c", "host/fetch.c", "host/fetch_lua.c", "host/regex.c",
-                  "host/sandbox.c", "host/harness.c" },
+                  "host/sandbox.c", "host/harness.c", "host/paths.c", "host/scaffold.c" },
       defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
       incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)",
                   "$(CRYPTO_INCDIR)", "$(PCRE2_INCDIR)" },
@@ -101,6 +105,12 @@ build = {
     ["moor.providers.openai"] = "lua/moor/providers/openai.lua",
     ["moor.providers.anthropic"] = "lua/moor/providers/anthropic.lua",
     ["moor.providers.scripted"] = "lua/moor/providers/scripted.lua",
+    ["moor.scaffold"] = "lua/moor/scaffold.lua",
+    -- LuaLS annotations (---@meta, never required): what .luarc.json's
+    -- workspace.library names (moor init writes it).
+    ["moor.meta.moor"] = "lua/moor/meta/moor.lua",
+    ["moor.meta.schema"] = "lua/moor/meta/schema.lua",
+    ["moor.meta.testing"] = "lua/moor/meta/testing.lua",
     -- moor's built-in tools (tools/), installed as moor/tools/ beside
     -- moor/loader.lua, which loads them for every agent.
     ["moor.tools.ask_question"] = "tools/ask_question.lua",

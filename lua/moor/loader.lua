@@ -108,9 +108,9 @@ local function load_tools(tools_dir, prefix, errs, loaded)
 end
 
 -- moor's own tools/ folder: installed as moor/tools/ next to this file (the
--- rockspec's layout), or beside the lua/ directory this file was loaded
--- from (the source tree: the compiled-in MOOR_LUA_DIR, $MOOR_LUA_DIR, or a
--- package.path pointing at lua/).
+-- layout of cmake --install and the rockspec), or beside the lua/ directory
+-- this file was loaded from (the source tree: what a program run from the
+-- build tree uses, host/paths.c; $MOOR_LUA_DIR; or a package.path to lua/).
 local function builtin_dir()
   local src = debug.getinfo(1, "S").source
   local here = src:sub(1, 1) == "@" and src:sub(2):match("^(.*)/[^/]*$") or "."
