@@ -268,7 +268,7 @@ static unsigned long long start(fx *x, const char *method, const char *path, con
                                 const char *body, size_t body_len, long timeout_ms, seen *s) {
   char url[256];
   snprintf(url, sizeof url, "%s%s", x->base, path);
-  moor_fetch_request req = {method, url, headers, body, body_len, timeout_ms, 0, 0};
+  moor_fetch_request req = {method, url, headers, body, body_len, timeout_ms, 0, 0, NULL, NULL};
   unsigned long long id = 0;
   int rc = moor_fetch_start(x->f, &req, record, s, &id);
   if (rc) fprintf(stderr, "start %s: %s\n", path, moor_fetch_errmsg(x->f));
