@@ -89,8 +89,8 @@ local function anthropic_stream(text_pieces, uses, opts)
     end
     out[#out + 1] = ev("content_block_stop", { type = "content_block_stop", index = i })
   end
-  out[#out + 1] = ev("message_delta", { type = "message_delta", delta = { stop_reason = uses and "tool_use" or "end_turn" },
-    usage = { output_tokens = 9 } })
+  out[#out + 1] = ev("message_delta", { type = "message_delta",
+    delta = { stop_reason = uses and "tool_use" or "end_turn" }, usage = { output_tokens = 9 } })
   if not opts.cut then out[#out + 1] = ev("message_stop", { type = "message_stop" }) end
   return table.concat(out)
 end
@@ -141,7 +141,8 @@ describe("openai streaming", function()
   end)
 
   it("says a stream cut short (no [DONE]) is cut short", function()
-    local res, err = openai():complete(REQ, stream_io { { pieces = { openai_stream({ "partial" }, nil, { cut = true }) } } })
+    local cut = openai_stream({ "partial" }, nil, { cut = true })
+    local res, err = openai():complete(REQ, stream_io { { pieces = { cut } } })
     assert.is_nil(res)
     assert.equal("bad_response", err.code)
     assert.matches("event stream that ended before its end", err.message, 1, true)
@@ -149,8 +150,8 @@ describe("openai streaming", function()
   end)
 
   it("says what was wrong with garbage in a stream", function()
-    local res, err = openai():complete(REQ, stream_io { { pieces = { data { choices = { { delta = { content = "a" } } } },
-      "data: {not json\n\n", data "[DONE]" } } })
+    local pieces = { data { choices = { { delta = { content = "a" } } } }, "data: {not json\n\n", data "[DONE]" }
+    local res, err = openai():complete(REQ, stream_io { { pieces = pieces } })
     assert.is_nil(res)
     assert.equal("bad_response", err.code)
     assert.matches("an event whose data is not a JSON object: {not json", err.message, 1, true)
@@ -196,8 +197,9 @@ describe("anthropic streaming", function()
   end)
 
   it("assembles tool_use inputs from their input_json_delta pieces", function()
-    local s = anthropic_stream({ "Deploying." }, { { id = "toolu_1", name = "deploy", args = { '{"service"', ': "api"}' } },
-                                                  { id = "toolu_2", name = "noop", args = {} } })
+    local s = anthropic_stream({ "Deploying." }, {
+      { id = "toolu_1", name = "deploy", args = { '{"service"', ': "api"}' } },
+      { id = "toolu_2", name = "noop", args = {} } })
     local res = assert(anthropic():complete(REQ, stream_io { { pieces = split(s, 17) } }))
     assert.equal("Deploying.", res.message.content)
     assert.same({ { id = "toolu_1", name = "deploy", input = { service = "api" } },
@@ -206,7 +208,8 @@ describe("anthropic streaming", function()
   end)
 
   it("says a stream cut short (no message_stop) is cut short", function()
-    local res, err = anthropic():complete(REQ, stream_io { { pieces = { anthropic_stream({ "x" }, nil, { cut = true }) } } })
+    local cut = anthropic_stream({ "x" }, nil, { cut = true })
+    local res, err = anthropic():complete(REQ, stream_io { { pieces = { cut } } })
     assert.is_nil(res)
     assert.equal("bad_response", err.code)
     assert.matches("ended before message_stop", err.message, 1, true)

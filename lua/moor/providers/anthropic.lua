@@ -250,7 +250,9 @@ function M.stream_decoder(on_text)
     elseif t == "content_block_delta" then
       local i, delta = math.tointeger(v.index), v.delta
       local block = i and st.blocks[i + 1]
-      if not block then return ("has a content_block_delta for block %s that never started"):format(tostring(v.index)) end
+      if not block then
+        return ("has a content_block_delta for block %s that never started"):format(tostring(v.index))
+      end
       if type(delta) ~= "table" then return "has a content_block_delta without a delta" end
       if delta.type == "text_delta" and block.text then
         if type(delta.text) ~= "string" then return "has a text_delta without text" end

@@ -227,7 +227,10 @@ function M.stream_decoder(on_text)
       for _, tc in ipairs(delta.tool_calls) do
         if type(tc) ~= "table" then return "has a tool_calls delta that is not an object" end
         local i = math.tointeger(tc.index)
-        if i then i = i + 1 elseif type(tc.id) == "string" or st.ncalls == 0 then i = st.ncalls + 1 else i = st.ncalls end
+        -- by index (0-based); a server that sends none: an id starts the next call
+        if i then i = i + 1
+        elseif type(tc.id) == "string" or st.ncalls == 0 then i = st.ncalls + 1
+        else i = st.ncalls end
         if i < 1 or i > 128 then return ("has a tool call index %s out of range"):format(tostring(tc.index)) end
         local slot = st.calls[i]
         if not slot then
