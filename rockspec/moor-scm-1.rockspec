@@ -100,6 +100,7 @@ build = {
     ["moor.providers.openai"] = "lua/moor/providers/openai.lua",
     ["moor.providers.anthropic"] = "lua/moor/providers/anthropic.lua",
     ["moor.providers.scripted"] = "lua/moor/providers/scripted.lua",
+    ["moor.providers.sse"] = "lua/moor/providers/sse.lua",
     -- moor's built-in tools (tools/), installed as moor/tools/ beside
     -- moor/loader.lua, which loads them for every agent.
     ["moor.tools.ask_question"] = "tools/ask_question.lua",

@@ -83,20 +83,8 @@ function M.publish(kind, payload)
   log.append(r, nil, kind, nil, type(payload) == "string" and payload or json.encode(payload))
 end
 
---- Publish a live-only event on run run_id's stream (a session's
--- message.delta): listeners and open event streams get it now, the log
--- never does (see log.transient). From anywhere: a fetch's onData too.
-function M.stream(run_id, kind, payload)
-  log.transient(run_id, kind, type(payload) == "string" and payload or json.encode(payload))
-end
-
---- Record a named event on run r's log from inside a step (a session's
--- message.restarted): not an op, not counted as a body's publish.
-function M.note_step(run_id, kind, name, payload)
-  local r = S.runs[run_id]
-  if not r or r.settled then return end
-  log.append(r, nil, kind, name, type(payload) == "string" and payload or json.encode(payload))
-end
+-- a session's message.delta (live only, never logged) and message.restarted (a named note from a step)
+M.stream, M.note_step = log.stream, log.note
 
 -- runs
 M.call, M.cancel, M.steer, M.task_id, M.TASK_ALPHABET = runs.call, runs.cancel, runs.steer, runs.task_id,

@@ -106,6 +106,21 @@ function M.transient(run_id, kind, payload)
   if not tx_first then M.flush() end
 end
 
+--- Publish a live-only event on run run_id's stream (payload: JSON text or a
+-- value): listeners and open event streams get it now, the log never does.
+-- From anywhere: a fetch's onData too.
+function M.stream(run_id, kind, payload)
+  M.transient(run_id, kind, type(payload) == "string" and payload or encode(payload))
+end
+
+--- Record a named event on run run_id's log from inside a step: not an op,
+-- and (named) not counted as a body's publish by replay.
+function M.note(run_id, kind, name, payload)
+  local r = S.runs[run_id]
+  if not r or r.settled then return end
+  append(r, nil, kind, name, type(payload) == "string" and payload or encode(payload))
+end
+
 --- Append to the log of a run that is not in memory (no process drives it, or
 -- it has not been resumed yet); `moor resume` replays it in order.
 function M.append_offline(run_id, op, kind, name, payload)
