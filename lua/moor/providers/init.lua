@@ -6,7 +6,10 @@
 --
 -- `req` is moor's normalized conversation ({ model?, system?, messages, tools?, outputSchema?,
 -- maxTokens?, timeout? }); `io` = { fetch = function(httpreq) -> resp | nil, message, timedOut,
--- sleep = function(ms), log = function(msg)?, now = function() -> epoch seconds? }.
+-- sleep = function(ms), log = function(msg)?, now = function() -> epoch seconds?,
+-- delta = function(text)? (each text delta of a streamed reply, as it arrives),
+-- reset = function(why)? (a retry after text streamed: that text is void) }. Both clients ask
+-- for a streamed reply (httpreq.onData gets its pieces) and read a plain JSON one as well.
 -- An answer is { message = { role = "assistant", content?, toolCalls? }, usage = { inputTokens,
 -- outputTokens }, finishReason, model }; a failure is nil, { code, message, status?, retryable }.
 --

@@ -48,9 +48,10 @@ function Reader:feed(piece)
   self.cr = false
   local buf = self.buf .. piece
   local pos = 1
+  local cr = buf:find("\r", 1, true) -- the next CR (most streams have none: found once)
   while true do
     local s, e = buf:find("\r?\n", pos)
-    local cr = buf:find("\r", pos, true)
+    if cr and cr < pos then cr = buf:find("\r", pos, true) end
     if cr and (not s or cr < s) then s, e = cr, cr end
     if not s then break end
     if e == #buf and buf:byte(e) == 13 then self.cr = true end
