@@ -757,8 +757,13 @@ static int chat_http(const char *base) {
   while (running && !chat_interrupted) {
     struct curl_waitfd in = {0, CURL_WAIT_POLLIN, 0};
     curl_multi_perform(multi, &running);
-    curl_multi_poll(multi, eof ? NULL : &in, eof ? 0 : 1, 200, NULL);
-    if (!eof && (in.revents & CURL_WAIT_POLLIN)) {
+    /* No line is read before the stream answers: the text a turn streams
+     * (message.delta, live only) would pass before we listen. */
+    long listening = 0;
+    curl_easy_getinfo(stream, CURLINFO_RESPONSE_CODE, &listening);
+    int reading = !eof && listening != 0;
+    curl_multi_poll(multi, reading ? &in : NULL, reading ? 1 : 0, 200, NULL);
+    if (reading && (in.revents & CURL_WAIT_POLLIN)) {
       char line[8192];
       if (!fgets(line, sizeof line, stdin)) {
         eof = 1;

@@ -110,6 +110,8 @@ end
 -- value): listeners and open event streams get it now, the log never does.
 -- From anywhere: a fetch's onData too.
 function M.stream(run_id, kind, payload)
+  local r = S.runs[run_id]
+  if not r or r.settled then return end -- (a reply still streaming for a run that ended)
   M.transient(run_id, kind, type(payload) == "string" and payload or encode(payload))
 end
 
