@@ -68,6 +68,10 @@ struct freq {
   int is_head, is_post;    /* the method, for the method change of 301/302/303 */
   int stripped;            /* the author's headers were dropped (a redirect left the origin) */
   uint64_t deadline;       /* uv_now at which the whole request (every hop) times out */
+  void (*on_data)(const char *, size_t, void *); /* streaming: 2xx body pieces go here (deliver_data) */
+  void *data_ud;
+  int streaming;           /* this hop's body streams: its status is 2xx (set at its first body bytes) */
+  size_t streamed;         /* body bytes handed to on_data, for the cap */
   freq *prev, *next;
 };
 
@@ -227,8 +231,13 @@ static void req_free(freq *r) {
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
   freq *r = ud;
   size_t len = size * n;
+  if (!r->in_body && r->on_data) {
+    long status = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    r->streaming = status >= 200 && status < 300;
+  }
   r->in_body = 1;
-  if (len > MOOR_FETCH_BODY_MAX - r->body_len) {
+  if (len > MOOR_FETCH_BODY_MAX - r->streamed - r->body_len) {
     r->fail = FAIL_BODY;
     return 0; /* a short count makes curl stop with CURLE_WRITE_ERROR */
   }
@@ -255,6 +264,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     r->nh = 0;
     r->body_len = 0; /* a redirect's body, if curl passed one on */
     r->in_body = 0;
+    r->streaming = 0;
     return len;
   }
   if (r->in_body) return len;
@@ -411,11 +421,30 @@ static int follow(freq *r) {
   return curl_multi_add_handle(f->multi, r->easy) == CURLM_OK;
 }
 
+/* Hand streaming requests the body bytes that came since the last call,
+ * outside curl (on_data may cancel or close). Each piece leaves its request
+ * before the call, so a cancel inside it frees nothing in use here. */
+static void deliver_data(moor_fetch *f) {
+  for (;;) {
+    freq *r = f->reqs;
+    while (r && !(r->streaming && r->body_len > 0)) r = r->next;
+    if (!r || f->closing) return;
+    char *piece = r->body;
+    size_t len = r->body_len;
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+    r->streamed += len;
+    r->on_data(piece, len, r->data_ud);
+    free(piece);
+  }
+}
+
 /* Run the callbacks of finished transfers. A callback may close the client:
  * then the rest are dropped with everything else. */
 static void drain(moor_fetch *f) {
   CURLMsg *m;
   int left;
+  deliver_data(f); /* a stream's last pieces come before its end */
   while (!f->closing && (m = curl_multi_info_read(f->multi, &left)) != NULL) {
     if (m->msg != CURLMSG_DONE) continue;
     CURL *easy = m->easy_handle;
@@ -647,6 +676,8 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
   }
   /* what is sent after a cross-origin redirect: none of the author's headers */
   if (!(r->own = curl_slist_append(NULL, "Expect:"))) goto nomem;
+  r->on_data = req->on_data;
+  r->data_ud = req->data_ud;
   r->follow = req->max_redirects < 0 ? 0 : req->max_redirects > 0 ? req->max_redirects : MOOR_FETCH_REDIRECTS;
   r->redirects_left = r->follow;
   r->deadline = uv_now(f->loop) + (uint64_t)(req->timeout_ms ? req->timeout_ms : MOOR_FETCH_TIMEOUT_MS);

@@ -41,6 +41,12 @@ typedef struct moor_fetch_request {
   long timeout_ms;                             /* whole request; 0 = 60000 */
   long connect_timeout_ms;                     /* 0 = 10000 */
   int max_redirects;                           /* 0 = 5; negative = follow none */
+  /* Streaming (may be NULL): the body of a 2xx final response is handed to on_data(data, len, data_ud) in
+   * pieces as they arrive, from the loop, before cb (whose body is then ""); a 3xx, 4xx or 5xx body is
+   * kept and comes whole to cb as usual. on_data may cancel the request or close the client; the 32 MiB
+   * cap counts every piece. */
+  void (*on_data)(const char *data, size_t len, void *data_ud);
+  void *data_ud;
 } moor_fetch_request;
 
 typedef struct moor_fetch_response {

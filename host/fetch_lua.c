@@ -2,7 +2,8 @@
  *
  *   local id = fetch.start(req, callback)
  *     req = { url = string, method = string?, headers = { ["Name"] = "value" }?,
- *             body = string?, timeout = ms?, connectTimeout = ms?, redirects = n? }
+ *             body = string?, timeout = ms?, connectTimeout = ms?, redirects = n?,
+ *             onData = function(piece)? }
  *     timeout defaults to 60000, connectTimeout to 10000, redirects (how many
  *     to follow) to 5; redirects = 0 follows none. A redirect to another
  *     origin (scheme, host or port) drops every header of req for the rest
@@ -15,6 +16,11 @@
  *     (repeated headers are joined with ", "), or callback(nil, message,
  *     timedOut) when no response arrived (refused, DNS, TLS, timeout, body
  *     over 32 MiB). A 404 or 500 is a response, not an error.
+ *     onData: the body of a 2xx response streams: onData(piece) runs from the
+ *     loop for each piece as it arrives (a string, in order), before the
+ *     callback, whose resp.body is then "" (a 3xx/4xx/5xx body still comes
+ *     whole in resp.body). It runs as the callback does (protected, cannot
+ *     yield) and may cancel the request.
  *   fetch.cancel(id) -> true, or false when it already finished; the
  *     callback is then never called.
  *   fetch.active() -> requests in flight on the client.
@@ -47,6 +53,7 @@ typedef struct pending {
   binding *b;
   unsigned long long id;
   int ref;                  /* the callback, in the registry */
+  int data_ref;             /* onData, or LUA_NOREF */
   struct pending *prev, *next;
 } pending;
 
@@ -70,6 +77,7 @@ static void drop_all(lua_State *L, binding *b, int cancel) {
     unlink_pending(p);
     if (cancel) moor_fetch_cancel(b->f, p->id);
     luaL_unref(L, LUA_REGISTRYINDEX, p->ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, p->data_ref);
     free(p);
   }
 }
@@ -145,6 +153,7 @@ static void on_done(const moor_fetch_response *resp, void *ud) {
   lua_State *L = b->L;
   int ref = p->ref;
   unlink_pending(p);
+  luaL_unref(L, LUA_REGISTRYINDEX, p->data_ref);
   free(p);
   if (!lua_checkstack(L, 6)) {
     fprintf(stderr, "moor: fetch callback: Lua stack overflow\n");
@@ -163,12 +172,42 @@ static void on_done(const moor_fetch_response *resp, void *ud) {
   lua_settop(L, base);
 }
 
+/* In a protected call: onData (1), the piece (2, light userdata), its length (3). */
+static int deliver_piece(lua_State *L) {
+  const char *data = lua_touserdata(L, 2);
+  size_t len = (size_t)lua_tointeger(L, 3);
+  lua_settop(L, 1);
+  lua_pushlstring(L, data, len);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+/* A streaming request's body piece. p stays in flight: onData may cancel
+ * it (freeing p), so nothing of p is read after the call. */
+static void on_data(const char *data, size_t len, void *ud) {
+  pending *p = ud;
+  lua_State *L = p->b->L;
+  if (!lua_checkstack(L, 6)) {
+    fprintf(stderr, "moor: fetch onData: Lua stack overflow\n");
+    return;
+  }
+  int base = lua_gettop(L);
+  lua_pushcfunction(L, traceback);
+  lua_pushcfunction(L, deliver_piece);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->data_ref);
+  lua_pushlightuserdata(L, (void *)data);
+  lua_pushinteger(L, (lua_Integer)len);
+  if (lua_pcall(L, 3, 0, base + 1) != LUA_OK)
+    fprintf(stderr, "moor: fetch onData: %s\n", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error)");
+  lua_settop(L, base);
+}
+
 /* ------------------------------------------------------------ functions */
 
 static binding *get_binding(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
 static const char *const FIELDS[] = {"url", "method", "headers", "body", "timeout", "connectTimeout",
-                                     "redirects", NULL};
+                                     "redirects", "onData", NULL};
 
 static const char *opt_string(lua_State *L, const char *field, size_t *len) {
   int t = lua_getfield(L, 1, field);
@@ -266,22 +305,38 @@ static int l_start(lua_State *L) {
       return luaL_error(L, "fetch.start: req.redirects must be an integer from 0 to %d", MOOR_FETCH_REDIRECTS_MAX);
     req.max_redirects = n == 0 ? -1 : (int)n;
   }
+  int dt = lua_getfield(L, 1, "onData");
+  if (dt != LUA_TNIL && dt != LUA_TFUNCTION)
+    return luaL_error(L, "fetch.start: req.onData must be a function (got %s)", lua_typename(L, dt));
+  int data_idx = lua_gettop(L);
   req.headers = build_headers(L);
 
   /* Everything that can raise is done; from here each failure undoes. */
   lua_pushvalue(L, 2);
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  int data_ref = LUA_NOREF;
+  if (dt == LUA_TFUNCTION) {
+    lua_pushvalue(L, data_idx);
+    data_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
   pending *p = calloc(1, sizeof *p);
   if (!p) {
     luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, data_ref);
     return luaL_error(L, "fetch.start: out of memory");
   }
   p->b = b;
   p->ref = ref;
+  p->data_ref = data_ref;
+  if (data_ref != LUA_NOREF) {
+    req.on_data = on_data;
+    req.data_ud = p;
+  }
   int rc = moor_fetch_start(b->f, &req, on_done, p, &p->id);
   if (rc != 0) {
     free(p);
     luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, data_ref);
     return luaL_error(L, "fetch.start: %s", moor_fetch_errmsg(b->f));
   }
   p->next = b->head;
@@ -299,6 +354,7 @@ static int l_cancel(lua_State *L) {
     moor_fetch_cancel(b->f, p->id);
     unlink_pending(p);
     luaL_unref(L, LUA_REGISTRYINDEX, p->ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, p->data_ref);
     free(p);
     lua_pushboolean(L, 1);
     return 1;

@@ -122,6 +122,7 @@ static int parse(int argc, char **argv, opts *o) {
 static void json_string_field(const char *json, const char *field, char *out, size_t len);
 
 static void print_event(const moor_event *ev, void *ud) {
+  if (ev->seq == 0) return; /* live only (message.delta): not for the log lines */
   if (ud && (!strcmp(ev->kind, "run.completed") || !strcmp(ev->kind, "run.failed")))
     printf("%s %s %s\n", ev->run_id, ev->kind + 4, ev->payload);
   const char *what = !strcmp(ev->kind, "progress") ? "progress" : !strcmp(ev->kind, "step.retry") ? "retry"
@@ -624,6 +625,7 @@ typedef struct chat_state {
   uv_poll_t poll;
   uv_signal_t sigint;
   int eof, busy, quit;
+  int mid; /* the model's text is streaming: the line "agent: ..." is open */
 } chat_state;
 
 static void chat_event(const moor_event *ev, void *ud) {
@@ -631,15 +633,29 @@ static void chat_event(const moor_event *ev, void *ud) {
   if (strcmp(ev->run_id, cs->session) != 0) return;
   if (!strcmp(ev->kind, "turn.started")) cs->busy = 1;
   if (!strcmp(ev->kind, "turn.completed") || !strcmp(ev->kind, "turn.failed")) cs->busy = 0;
-  if (!strcmp(ev->kind, "input.requested")) {
+  char *line = NULL;
+  if (!strcmp(ev->kind, "message.delta")) {
+    /* streamed text (seq 0: live only), printed as it comes on one open line */
+    if (moor_format_event(cs->m, ev, &line) == 0 && line && *line) {
+      if (!cs->mid) fputs("agent: ", stdout);
+      fputs(line, stdout);
+      cs->mid = 1;
+    }
+  } else if (!strcmp(ev->kind, "message.completed") && cs->mid) {
+    putchar('\n'); /* its text is the streamed one, already shown */
+    cs->mid = 0;
+  } else if (!strcmp(ev->kind, "input.requested")) {
     char id[128];
+    if (cs->mid) putchar('\n');
+    cs->mid = 0;
     json_string_field(ev->payload, "requestId", id, sizeof id);
     print_question(cs->m, id, stdout, "? ", "\n  (type your answer)\n");
-  } else {
-    char *line = NULL;
-    if (moor_format_event(cs->m, ev, &line) == 0 && line) printf("%s\n", line);
-    free(line);
+  } else if (moor_format_event(cs->m, ev, &line) == 0 && line) {
+    if (cs->mid) putchar('\n');
+    cs->mid = 0;
+    printf("%s\n", line);
   }
+  free(line);
   fflush(stdout);
 }
 
@@ -672,6 +688,9 @@ typedef struct sse_state {
   char buf[16384];
   size_t len;
   int busy;
+  int delta, completed; /* the event being read is a message.delta / message.completed */
+  int lines;            /* data lines of it so far */
+  int mid;              /* streamed text is on an open "agent: ..." line */
 } sse_state;
 
 static size_t sse_write(char *data, size_t size, size_t n, void *ud) {
@@ -688,9 +707,28 @@ static size_t sse_write(char *data, size_t size, size_t n, void *ud) {
       const char *k = ss->buf + 7;
       if (!strcmp(k, "turn.started")) ss->busy = 1;
       if (!strcmp(k, "turn.completed") || !strcmp(k, "turn.failed")) ss->busy = 0;
+      ss->delta = !strcmp(k, "message.delta");
+      ss->completed = !strcmp(k, "message.completed");
+      ss->lines = 0;
+    } else if (!strncmp(ss->buf, "data: ", 6) && ss->delta) {
+      /* streamed text: its data lines joined by LF, on the open line */
+      if (!ss->mid) fputs("agent: ", stdout);
+      else if (ss->lines > 0) putchar('\n');
+      fputs(moor_term_clean(ss->buf + 6), stdout);
+      ss->mid = 1;
+      ss->lines++;
+      fflush(stdout);
+    } else if (!strncmp(ss->buf, "data: ", 6) && ss->completed && ss->mid) {
+      ss->lines++; /* the text streamed already: the line only ends (below) */
     } else if (!strncmp(ss->buf, "data: ", 6) && ss->buf[6]) {
+      if (ss->mid) putchar('\n');
+      ss->mid = 0;
       printf("%s\n", moor_term_clean(ss->buf + 6));
       fflush(stdout);
+    } else if (!ss->buf[0] && ss->completed && ss->mid) {
+      putchar('\n');
+      fflush(stdout);
+      ss->mid = 0;
     }
     ss->len = 0;
   }
@@ -711,7 +749,7 @@ static int chat_http(const char *base) {
   }
   fprintf(stderr, "session %s (through %s): type a message; Ctrl-C cancels and quits\n", sid, base);
   CURLM *multi = curl_multi_init();
-  sse_state ss = {{0}, 0, 0};
+  sse_state ss = {{0}, 0, 0, 0, 0, 0, 0};
   struct curl_slist *h = with_token(NULL);
   snprintf(url, sizeof url, "%s/v1/sessions/%s/stream?format=text", base, sid);
   CURL *stream = client(url, h, sse_write, &ss);
@@ -721,8 +759,13 @@ static int chat_http(const char *base) {
   while (running && !chat_interrupted) {
     struct curl_waitfd in = {0, CURL_WAIT_POLLIN, 0};
     curl_multi_perform(multi, &running);
-    curl_multi_poll(multi, eof ? NULL : &in, eof ? 0 : 1, 200, NULL);
-    if (!eof && (in.revents & CURL_WAIT_POLLIN)) {
+    /* No line is read before the stream answers: the text a turn streams
+     * (message.delta, live only) would pass before we listen. */
+    long listening = 0;
+    curl_easy_getinfo(stream, CURLINFO_RESPONSE_CODE, &listening);
+    int reading = !eof && listening != 0;
+    curl_multi_poll(multi, reading ? &in : NULL, reading ? 1 : 0, 200, NULL);
+    if (reading && (in.revents & CURL_WAIT_POLLIN)) {
       char line[8192];
       if (!fgets(line, sizeof line, stdin)) {
         eof = 1;
@@ -770,7 +813,7 @@ static int cmd_chat(const opts *o) {
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
-  chat_state cs = {m, "", {0}, {0}, 0, 0, 0};
+  chat_state cs = {m, "", {0}, {0}, 0, 0, 0, 0};
   if ((status = load(m, o))) goto out;
   if (moor_resume_all(m) || moor_session_start(m, NULL, cs.session, sizeof cs.session)) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));

@@ -65,7 +65,7 @@ typedef struct moor_config {
 /* One event appended to a run's log, as it is committed. */
 typedef struct moor_event {
   const char *run_id;
-  long long seq;
+  long long seq;          /* 0: a live-only event (message.delta), never in the log */
   const char *kind;       /* run.started, step.result, progress, run.completed, ... */
   const char *name;       /* step or tool name; may be NULL */
   const char *payload;    /* JSON */

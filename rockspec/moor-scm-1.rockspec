@@ -105,6 +105,7 @@ build = {
     ["moor.providers.openai"] = "lua/moor/providers/openai.lua",
     ["moor.providers.anthropic"] = "lua/moor/providers/anthropic.lua",
     ["moor.providers.scripted"] = "lua/moor/providers/scripted.lua",
+    ["moor.providers.sse"] = "lua/moor/providers/sse.lua",
     ["moor.scaffold"] = "lua/moor/scaffold.lua",
     -- LuaLS annotations (---@meta, never required): what .luarc.json's
     -- workspace.library names (moor init writes it).

@@ -146,6 +146,11 @@ end
 -- whitespace, sent as a space.
 local function sse_line(run, seq, kind, name, payload, time, op)
   if payload:find("[\r\n]") then payload = payload:gsub("[\r\n]", " ") end
+  if not seq then
+    -- live-only (message.delta): no id line (the client's Last-Event-ID stays the last logged event's)
+    return ("event: %s\ndata: {\"runId\":%s,\"seq\":null,\"kind\":%s,\"name\":null,\"op\":null,\"time\":%d,"
+      .. "\"payload\":%s}\n\n"):format(kind, json.encode(run), json.encode(kind), time, payload)
+  end
   return ("id: %d\nevent: %s\ndata: {\"runId\":%s,\"seq\":%d,\"kind\":%s,\"name\":%s,\"op\":%s,\"time\":%d,"
     .. "\"payload\":%s}\n\n"):format(seq, kind, json.encode(run), seq, json.encode(kind),
     name and json.encode(name) or "null", op and tostring(op) or "null", time, payload)
@@ -160,6 +165,15 @@ local BOUNDARY = { ["turn.started"] = true, ["turn.completed"] = true }
 
 local function text_line(run, seq, kind, payload)
   local line
+  if not seq then
+    -- message.delta: its text as data lines (a client joins them with LF), no id
+    local p = json.decode(payload) or {}
+    if type(p.text) ~= "string" or p.text == "" then return nil end
+    local out = { ("event: %s\n"):format(kind) }
+    for l in (p.text:gsub("\r\n?", "\n") .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = "data: " .. l .. "\n" end
+    out[#out + 1] = "\n"
+    return table.concat(out)
+  end
   if kind == "input.requested" then
     local p = json.decode(payload) or {}
     local q = p.requestId and engine.format_input(p.requestId)
@@ -229,8 +243,8 @@ end
 engine.subscribe(function(run, seq, kind, name, payload, time, op)
   if nstreams == 0 then return end
   for conn, st in pairs(streams) do
-    if st.run == run and seq > st.last then
-      st.last = seq
+    if st.run == run and (not seq or seq > st.last) then
+      st.last = seq or st.last
       local text = event_text(st, run, seq, kind, name, payload, time, op)
       if text and not core.http_write(conn, text) then
         end_stream(conn)

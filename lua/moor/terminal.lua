@@ -10,6 +10,9 @@ local encode, decode = json.encode, json.decode
 function M.format_event(run_id, kind, payload)
   local p = decode(payload) or {}
   if kind == "message.completed" then return "agent: " .. tostring(p.text) end
+  -- streamed text, as it is (moor chat prints it on the open "agent: " line)
+  if kind == "message.delta" then return type(p.text) == "string" and p.text or nil end
+  if kind == "message.restarted" then return "  (the model's answer was cut off; it is asked again)" end
   if kind == "action.started" then
     return ("  -> %s %s"):format(p.toolName, encode(p.input))
   elseif kind == "action.result" then

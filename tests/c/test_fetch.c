@@ -12,6 +12,7 @@
  *   /goto?URL    307 to URL (/goto303?URL: 303)
  *   /big         a 33 MiB body with Content-Length
  *   /bigstream   a 33 MiB body, chunked, written a slice at a time
+ *   /pieces      "one\n", "two\n", "three\n" chunked, 20 ms apart (streaming)
  * Teardown closes the client (if the test did not), stops the server, runs
  * the loop until it has no handles and checks uv_loop_close succeeds; ASan
  * checks for leaks. */
@@ -96,6 +97,22 @@ static void stream_fire(uv_timer_t *t) {
   }
 }
 
+static const char *const PIECES[] = {"one\n", "two\n", "three\n"};
+
+static void pieces_fire(uv_timer_t *t) {
+  job *j = t->data;
+  if (j->sent == 3) {
+    moor_http_stream_end(j->x->srv, j->conn);
+    job_done(j);
+    return;
+  }
+  if (moor_http_stream_write(j->x->srv, j->conn, PIECES[j->sent], strlen(PIECES[j->sent])) != 0) {
+    job_done(j); /* the client hung up (a cancel) */
+    return;
+  }
+  j->sent++;
+}
+
 static void job_start(fx *x, unsigned long long conn, uv_timer_cb cb, uint64_t ms, uint64_t repeat) {
   job *j = calloc(1, sizeof *j);
   assert_non_null(j);
@@ -151,6 +168,9 @@ static void handler(moor_http *srv, const moor_http_request *req, void *ud) {
                                        "moved", 5), 0);
   } else if (strcmp(p, "/big") == 0) {
     moor_http_respond(srv, req->conn, 200, "application/octet-stream", NULL, x->big, BIG);
+  } else if (strcmp(p, "/pieces") == 0) {
+    assert_int_equal(moor_http_stream_start(srv, req->conn, 200, "text/event-stream", NULL), 0);
+    job_start(x, req->conn, pieces_fire, 20, 20);
   } else if (strcmp(p, "/bigstream") == 0) {
     assert_int_equal(moor_http_stream_start(srv, req->conn, 200, "application/octet-stream", NULL), 0);
     job_start(x, req->conn, stream_fire, 1, 1); /* paced: the server drops a reader 8 MiB behind */
@@ -268,7 +288,7 @@ static unsigned long long start(fx *x, const char *method, const char *path, con
                                 const char *body, size_t body_len, long timeout_ms, seen *s) {
   char url[256];
   snprintf(url, sizeof url, "%s%s", x->base, path);
-  moor_fetch_request req = {method, url, headers, body, body_len, timeout_ms, 0, 0};
+  moor_fetch_request req = {method, url, headers, body, body_len, timeout_ms, 0, 0, NULL, NULL};
   unsigned long long id = 0;
   int rc = moor_fetch_start(x->f, &req, record, s, &id);
   if (rc) fprintf(stderr, "start %s: %s\n", path, moor_fetch_errmsg(x->f));
@@ -765,6 +785,35 @@ static void test_lua_end_to_end(void **state) {
          "assert(fetch.active() == 0)\n");
 }
 
+static void test_lua_on_data(void **state) {
+  fx *x = *state;
+  lua_State *L = lua_setup(x);
+  lua_ok(L,
+         "pieces, missed, got = {}, {}, {}\n"
+         "fetch.start({ url = BASE .. '/pieces', onData = function(p)\n"
+         "    pieces[#pieces + 1] = p; seen_before_end = got.streamed == nil end },\n"
+         "  function(r, err) got.streamed = { r, err }; done() end)\n"
+         "fetch.start({ url = BASE .. '/nosuch', onData = function(p) missed[#missed + 1] = p end },\n"
+         "  function(r) got.missing = r; done() end)\n"
+         "local id\n"
+         "id = fetch.start({ url = BASE .. '/pieces', onData = function()\n"
+         "    cancelled = fetch.cancel(id) end }, function() got.cancelled = true; done() end)\n"
+         "bad = pcall(fetch.start, { url = BASE .. '/echo', onData = 1 }, function() end)\n");
+  assert_int_equal(run_until(x, &x->lua_done, 2, 3000), 0);
+  run_for(x, 200);
+  lua_ok(L,
+         "local r, err = table.unpack(got.streamed, 1, 2)\n"
+         "assert(err == nil, tostring(err))\n"
+         "assert(r.status == 200 and r.body == '', r.body)\n"
+         "assert(table.concat(pieces) == 'one\\ntwo\\nthree\\n', table.concat(pieces))\n"
+         "assert(#pieces >= 2, 'one piece: not streamed')\n"
+         "assert(seen_before_end)\n"
+         "assert(got.missing.status == 404 and got.missing.body == 'no route' and #missed == 0)\n"
+         "assert(cancelled == true and got.cancelled == nil)\n"
+         "assert(bad == false)\n"
+         "assert(fetch.active() == 0)\n");
+}
+
 static void test_lua_errors(void **state) {
   fx *x = *state;
   lua_State *L = lua_setup(x);
@@ -909,6 +958,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
       cmocka_unit_test_setup_teardown(test_body_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lua_end_to_end, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lua_on_data, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lua_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lua_cancel_and_close, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lua_state_closes_first, setup, teardown),

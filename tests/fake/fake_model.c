@@ -56,6 +56,11 @@ struct pending {
   int status, drop;
   char *ctype, *headers, *body;
   size_t len;
+  char **pieces;               /* a streamed answer: one write each, every interval ms */
+  size_t *plens, npieces, sent;
+  long long cut;               /* drop the connection after this many writes; -1: never */
+  uint64_t interval;
+  int started;                 /* the stream's head is sent */
   pending *prev, *next;
 };
 
@@ -265,7 +270,114 @@ static const char *const PRELUDE[] = {
     "  for i, k in ipairs(names) do lines[i] = k .. ': ' .. h[k] .. '\\r\\n' end\n"
     "  return table.concat(lines), ctype\n"
     "end\n",
-    "local function reply(res)\n"
+    "-- Streaming: a request that asks for a stream (stream = true) gets the answer as\n"
+    "-- server-sent events, one event per write: the text in pieces of `chunk`\n"
+    "-- characters, each tool call's arguments in three pieces. A response may\n"
+    "-- instead give `events` (raw strings, each written as it is: garbage too),\n"
+    "-- `stream = false` (answer unstreamed anyway), `interval` (ms between writes,\n"
+    "-- default 5), `cut = N` (drop the connection after N writes) and `truncate`\n"
+    "-- (end the stream cleanly without its last event).\n"
+    "local function pieces_of(s, n)\n"
+    "  n = n or math.max(4, -(-(utf8.len(s) or #s) // 64))\n"
+    "  local out, cur, k = {}, {}, 0\n"
+    "  for _, c in utf8.codes(s) do\n"
+    "    cur[#cur + 1] = utf8.char(c)\n"
+    "    k = k + 1\n"
+    "    if k == n then out[#out + 1] = table.concat(cur); cur, k = {}, 0 end\n"
+    "  end\n"
+    "  if k > 0 then out[#out + 1] = table.concat(cur) end\n"
+    "  return out\n"
+    "end\n"
+    "\n"
+    "local function thirds(s)\n"
+    "  local n = #s\n"
+    "  if n < 3 then return { s } end\n"
+    "  local a, b = n // 3, 2 * n // 3\n"
+    "  return { s:sub(1, a), s:sub(a + 1, b), s:sub(b + 1) }\n"
+    "end\n"
+    "\n"
+    "local function sse(v, event)\n"
+    "  local d = type(v) == 'string' and v or encode(v, 'event')\n"
+    "  return (event and ('event: ' .. event .. '\\n') or '') .. 'data: ' .. d .. '\\n\\n'\n"
+    "end\n"
+    "\n"
+    "local function openai_events(j, n)\n"
+    "  local out, id, model = {}, j.id or 'chatcmpl-fake', j.model or model_of()\n"
+    "  local function chunk(delta, finish)\n"
+    "    out[#out + 1] = sse({ id = id, object = 'chat.completion.chunk', model = model,\n"
+    "      choices = { { index = 0, delta = delta, finish_reason = finish or null } } })\n"
+    "  end\n"
+    "  local c = j.choices[1]\n"
+    "  local m = c.message\n"
+    "  if type(m.content) == 'string' then\n"
+    "    for _, p in ipairs(pieces_of(m.content, n)) do chunk({ role = 'assistant', content = p }) end\n"
+    "  end\n"
+    "  for i, tc in ipairs(type(m.tool_calls) == 'table' and m.tool_calls or {}) do\n"
+    "    local fn = tc['function'] or {}\n"
+    "    chunk({ tool_calls = { { index = i - 1, id = tc.id, type = 'function',\n"
+    "                             ['function'] = { name = fn.name, arguments = '' } } } })\n"
+    "    for _, p in ipairs(thirds(fn.arguments or '')) do\n"
+    "      chunk({ tool_calls = { { index = i - 1, ['function'] = { arguments = p } } } })\n"
+    "    end\n"
+    "  end\n"
+    "  chunk({}, c.finish_reason)\n"
+    "  out[#out + 1] = sse({ id = id, object = 'chat.completion.chunk', model = model, choices = json.array {},\n"
+    "                        usage = j.usage })\n"
+    "  out[#out + 1] = sse('[DONE]')\n"
+    "  return out\n"
+    "end\n"
+    "\n"
+    "local function anthropic_events(j, n)\n"
+    "  local out = {}\n"
+    "  local function ev(name, v) v.type = name; out[#out + 1] = sse(v, name) end\n"
+    "  local usage = j.usage or {}\n"
+    "  ev('message_start', { message = { id = j.id, type = 'message', role = 'assistant', model = j.model,\n"
+    "    content = json.array {}, stop_reason = null, usage = { input_tokens = usage.input_tokens, output_tokens = 1 } } })\n"
+    "  ev('ping', {})\n"
+    "  for i, b in ipairs(j.content) do\n"
+    "    if b.type == 'text' then\n"
+    "      ev('content_block_start', { index = i - 1, content_block = { type = 'text', text = '' } })\n"
+    "      for _, p in ipairs(pieces_of(b.text, n)) do\n"
+    "        ev('content_block_delta', { index = i - 1, delta = { type = 'text_delta', text = p } })\n"
+    "      end\n"
+    "    else\n"
+    "      ev('content_block_start', { index = i - 1, content_block = { type = 'tool_use', id = b.id, name = b.name,\n"
+    "        input = {} } })\n"
+    "      for _, p in ipairs(thirds(encode(b.input, 'input'))) do\n"
+    "        ev('content_block_delta', { index = i - 1, delta = { type = 'input_json_delta', partial_json = p } })\n"
+    "      end\n"
+    "    end\n"
+    "    ev('content_block_stop', { index = i - 1 })\n"
+    "  end\n"
+    "  ev('message_delta', { delta = { stop_reason = j.stop_reason, stop_sequence = null },\n"
+    "                        usage = { output_tokens = usage.output_tokens } })\n"
+    "  ev('message_stop', {})\n"
+    "  return out\n"
+    "end\n",
+    "\n"
+    "-- The writes of a streamed answer, or nil to answer whole.\n"
+    "local function stream_of(req, res)\n"
+    "  if res.events ~= nil then\n"
+    "    if type(res.events) ~= 'table' then error('events must be a list of strings', 0) end\n"
+    "    for i, e in ipairs(res.events) do\n"
+    "      if type(e) ~= 'string' then error('events[' .. i .. '] is not a string', 0) end\n"
+    "    end\n"
+    "    return res.events\n"
+    "  end\n"
+    "  if res.stream == false or type(req.json) ~= 'table' or req.json.stream ~= true then return nil end\n"
+    "  local status, j = res.status or 200, res.json\n"
+    "  if status ~= 200 or type(j) ~= 'table' then return nil end\n"
+    "  local n = res.chunk -- default: 4 characters, or more so that no text has over 64 pieces\n"
+    "  local out\n"
+    "  if type(j.choices) == 'table' and type(j.choices[1]) == 'table' and type(j.choices[1].message) == 'table' then\n"
+    "    out = openai_events(j, n)\n"
+    "  elseif j.type == 'message' and type(j.content) == 'table' then\n"
+    "    out = anthropic_events(j, n)\n"
+    "  end\n"
+    "  if out and res.truncate then out[#out] = nil end -- a stream that ends cleanly before its end\n"
+    "  return out\n"
+    "end\n",
+    "local function reply(res, req)\n"
     "  if type(res) ~= 'table' then error('respond returned ' .. type(res) .. ', not a response table', 0) end\n"
     "  local status = res.status or 200\n"
     "  if math.type(status) ~= 'integer' or status < 200 or status > 999 then\n"
@@ -287,8 +399,14 @@ static const char *const PRELUDE[] = {
     "  end\n"
     "  local delay = res.delay or 0\n"
     "  if type(delay) ~= 'number' or delay < 0 or delay > 86400000 then error('delay must be milliseconds >= 0', 0) end\n"
+    "  local pieces = stream_of(req, res)\n"
+    "  local interval, cut = res.interval or 5, res.cut\n"
+    "  if type(interval) ~= 'number' or interval < 0 or interval > 600000 then error('interval must be milliseconds >= 0', 0) end\n"
+    "  if cut ~= nil and math.type(cut) ~= 'integer' then error('cut must be a number of writes', 0) end\n"
+    "  if pieces then ctype = ctype or 'text/event-stream' end\n"
     "  return { status = status, ctype = ctype or 'application/json', headers = headers, body = body,\n"
-    "           delay = math.floor(delay), close = res.close == true }\n"
+    "           delay = math.floor(delay), close = res.close == true, pieces = pieces,\n"
+    "           interval = math.floor(interval), cut = cut }\n"
     "end\n"
     "\n"
     "local function failed(status, message)\n"
@@ -306,7 +424,7 @@ static const char *const PRELUDE[] = {
     "  if req.body ~= '' then req.json = json.decode(req.body) end\n"
     "  current = req\n"
     "  local err\n"
-    "  local ok, res = xpcall(function() return reply(respond(req)) end, function(e)\n"
+    "  local ok, res = xpcall(function() return reply(respond(req), req) end, function(e)\n"
     "    err = { message = tostring(e), trace = debug.traceback(tostring(e), 2) }\n"
     "  end)\n"
     "  current = nil\n"
@@ -327,6 +445,9 @@ static void on_pending_closed(uv_handle_t *h) {
   free(p->ctype);
   free(p->headers);
   free(p->body);
+  for (size_t i = 0; i < p->npieces; i++) free(p->pieces[i]);
+  free(p->pieces);
+  free(p->plens);
   free(p);
 }
 
@@ -390,18 +511,90 @@ static void answer(app *a, unsigned long long conn, int status, const char *ctyp
   if (rc && rc != MOOR_ENOTFOUND) fprintf(stderr, "fake_model: cannot answer (code %d)\n", rc);
 }
 
+static void on_pending_due(uv_timer_t *t);
+
+/* The next write of a streamed answer: the head first, then one piece per
+ * interval; after the last, the end of the body, or a drop at `cut`. */
+static void stream_step(pending *p) {
+  app *a = p->a;
+  int rc = 0;
+  if (!p->started) {
+    rc = moor_http_stream_start(a->srv, p->conn, p->status, p->ctype, *p->headers ? p->headers : NULL);
+    p->started = 1;
+  }
+  if (!rc && p->cut >= 0 && (long long)p->sent >= p->cut) {
+    pending_unlink(p);
+    uv_close((uv_handle_t *)&p->timer, on_pending_closed);
+    drop_connections(a); /* a stream cut in the middle: the client sees the connection end */
+    return;
+  }
+  if (!rc && p->sent < p->npieces) {
+    rc = moor_http_stream_write(a->srv, p->conn, p->pieces[p->sent], p->plens[p->sent]);
+    p->sent++;
+    if (!rc && (p->sent < p->npieces || p->cut >= 0)) {
+      uv_timer_start(&p->timer, on_pending_due, p->interval, 0);
+      return;
+    }
+  }
+  if (!rc) rc = moor_http_stream_end(a->srv, p->conn);
+  /* MOOR_ENOTFOUND: the client went away mid-stream (a kill -9) */
+  if (rc && rc != MOOR_ENOTFOUND) fprintf(stderr, "fake_model: cannot stream (code %d)\n", rc);
+  pending_unlink(p);
+  uv_close((uv_handle_t *)&p->timer, on_pending_closed);
+}
+
 static void on_pending_due(uv_timer_t *t) {
   pending *p = t->data;
   app *a = p->a;
+  if (p->pieces) {
+    stream_step(p);
+    return;
+  }
   pending_unlink(p); /* before answering: a drop clears the list */
   answer(a, p->conn, p->status, p->ctype, p->headers, p->body, p->len, p->drop);
   uv_close((uv_handle_t *)&p->timer, on_pending_closed);
 }
 
+/* Copy the strings of the list at index idx as p's stream pieces. */
+static int take_pieces(pending *p, lua_State *L, int idx) {
+  size_t n = (size_t)lua_rawlen(L, idx);
+  p->pieces = calloc(n ? n : 1, sizeof *p->pieces);
+  p->plens = calloc(n ? n : 1, sizeof *p->plens);
+  if (!p->pieces || !p->plens) return MOOR_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    lua_rawgeti(L, idx, (lua_Integer)i + 1);
+    const char *s = lua_tolstring(L, -1, &len); /* strings: the prelude checked */
+    p->pieces[i] = malloc(len + 1);
+    if (!s || !p->pieces[i]) {
+      lua_pop(L, 1);
+      return MOOR_ENOMEM;
+    }
+    memcpy(p->pieces[i], s, len);
+    p->plens[i] = len;
+    p->npieces = i + 1;
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* An answer later (after delay ms), or a streamed one: pieces (stack index,
+ * 0 for none) written every interval ms, the connection dropped after cut
+ * writes (cut < 0: never). */
 static int answer_later(app *a, unsigned long long conn, int status, const char *ctype, const char *headers,
-                        const char *body, size_t len, int drop, uint64_t delay) {
+                        const char *body, size_t len, int drop, uint64_t delay, lua_State *L, int pieces,
+                        uint64_t interval, long long cut) {
   pending *p = calloc(1, sizeof *p);
   if (!p) return MOOR_ENOMEM;
+  p->interval = interval;
+  p->cut = cut;
+  if (pieces && take_pieces(p, L, pieces)) {
+    for (size_t i = 0; i < p->npieces; i++) free(p->pieces[i]);
+    free(p->pieces);
+    free(p->plens);
+    free(p);
+    return MOOR_ENOMEM;
+  }
   p->a = a;
   p->conn = conn;
   p->status = status;
@@ -414,6 +607,9 @@ static int answer_later(app *a, unsigned long long conn, int status, const char 
     free(p->ctype);
     free(p->headers);
     free(p->body);
+    for (size_t i = 0; i < p->npieces; i++) free(p->pieces[i]);
+    free(p->pieces);
+    free(p->plens);
     free(p);
     return MOOR_ENOMEM;
   }
@@ -526,12 +722,19 @@ static void on_request(moor_http *srv, const moor_http_request *r, void *ud) {
   lua_getfield(L, -5, "delay");
   delay = lua_tointeger(L, -1);
   lua_getfield(L, -6, "close");
+  int drop = lua_toboolean(L, -1);
+  lua_getfield(L, -7, "interval");
+  lua_Integer interval = lua_tointeger(L, -1);
+  lua_getfield(L, -8, "cut");
+  long long cut = lua_isinteger(L, -1) ? (long long)lua_tointeger(L, -1) : -1;
+  int pieces = lua_getfield(L, -9, "pieces") == LUA_TTABLE ? lua_gettop(L) : 0;
   if (!isnum || !ctype || !headers || !body) goto internal;
-  if (delay > 0) {
-    rc = answer_later(a, r->conn, status, ctype, headers, body, len, lua_toboolean(L, -1), (uint64_t)delay);
+  if (delay > 0 || pieces) {
+    rc = answer_later(a, r->conn, status, ctype, headers, body, len, drop, (uint64_t)(delay > 0 ? delay : 0), L,
+                      pieces, (uint64_t)(interval > 0 ? interval : 0), cut);
     if (rc) goto internal;
   } else {
-    answer(a, r->conn, status, ctype, headers, body, len, lua_toboolean(L, -1));
+    answer(a, r->conn, status, ctype, headers, body, len, drop);
   }
   lua_settop(L, top);
   return;

@@ -2,7 +2,8 @@
 # Self-check of the fake model server (tests/fake/fake_model.c): start it with
 # each example script on port 0, drive it with curl, and check the answers in
 # both APIs' formats, the request log (numbering, redaction, valid JSON, going
-# on across a restart), the delay, 429 + retry-after, a dropped connection, a
+# on across a restart), the delay, 429 + retry-after, a dropped connection,
+# streamed answers (both APIs, truncate, cut), a
 # script error, and a clean exit on SIGTERM and SIGINT.
 #
 # Uses $FAKE_MODEL when set; else builds it into a temporary directory
@@ -256,6 +257,35 @@ expect 200 "after script errors"
 [ "$(wc -l <"$T/broken.jsonl")" = 4 ] || fail "broken: log has $(wc -l <"$T/broken.jsonl") lines"
 stop
 pass "script errors: 500 with the message, a line on stderr, the server goes on"
+
+# ---------------------------------------------------------------- streams
+oas() { printf '{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"%s"}]}' "$1"; }
+ans() { printf '{"model":"claude-test","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"%s"}]}' "$1"; }
+start streams "$SCRIPTS/streams.lua" "$T/streams.jsonl"
+post /v1/chat/completions "$(oas hello)"
+expect 200 "an openai stream"
+printf '%s\n' "$HDRS" | grep -q '^content-type: text/event-stream' || fail "openai stream: $HDRS"
+[ "$(printf '%s\n' "$BODY" | grep -c '^data: {.*"content":"')" -ge 3 ] || fail "openai stream: text not in pieces: $BODY"
+[ "$(printf '%s\n' "$BODY" | grep -v '^$' | tail -1)" = 'data: [DONE]' ] || fail "openai stream: no [DONE] at the end: $BODY"
+has '"usage":{"completion_tokens":5' "the usage chunk"
+post /v1/messages "$(ans hello)"
+expect 200 "an anthropic stream"
+for e in message_start content_block_start content_block_delta content_block_stop message_delta message_stop; do
+  printf '%s\n' "$BODY" | grep -q "^event: $e$" || fail "anthropic stream: no $e: $BODY"
+done
+post /v1/messages "$(ans 'unfinished')"
+! printf '%s\n' "$BODY" | grep -q '^event: message_stop' || fail "truncate: the stream has its end: $BODY"
+has 'content_block_stop' "truncate keeps the rest"
+post /v1/chat/completions "$(oas 'please cut')"
+[ "$CURLRC" != 0 ] || fail "cut: the stream was not cut (curl $CURLRC): $BODY"
+post /v1/chat/completions "$(oas 'please cut')"
+expect 200 "a stream after the cut one"
+has 'data: [DONE]' "the second cut request streams whole"
+post /v1/chat/completions "$(oa 'hello')"
+expect 200 "no stream asked"
+has '"object":"chat.completion"' "an unstreamed answer"
+stop
+pass "streams: both APIs' event streams, truncate, cut, unstreamed when not asked"
 
 # ---------------------------------------------------------- refused setups
 echo 'return 42' >"$T/notfn.lua"

@@ -128,11 +128,11 @@ function M.resumeHook(token, payload)
   return true
 end
 
---- moor.fetch(url [, opts]) or moor.fetch{ url, method, headers, body, timeout }
+--- moor.fetch(url [, opts]) or moor.fetch{ url, method, headers, body, timeout, onData? }
 -- -> { status, headers, body } | nil, message, timedOut. Non-blocking on the
 -- engine's loop: inside a step or a plain tool it parks only that step. Not
 -- durable (a crash re-runs the step), so it belongs in a step; a workflow body
--- must not call it.
+-- must not call it. onData(piece) gets a 2xx body as it streams (host/fetch_lua.c).
 function M.fetch(url, opts)
   local req = {}
   if type(url) == "table" then

@@ -83,6 +83,9 @@ function M.publish(kind, payload)
   log.append(r, nil, kind, nil, type(payload) == "string" and payload or json.encode(payload))
 end
 
+-- a session's message.delta (live only, never logged) and message.restarted (a named note from a step)
+M.stream, M.note_step = log.stream, log.note
+
 -- runs
 M.call, M.cancel, M.steer, M.task_id, M.TASK_ALPHABET = runs.call, runs.cancel, runs.steer, runs.task_id,
   runs.TASK_ALPHABET

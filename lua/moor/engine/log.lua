@@ -95,6 +95,34 @@ append = function(r, op, kind, name, payload)
 end
 M.append = append
 
+--- A live-only event of run run_id (a session's message.delta): handed to
+-- the listeners as a committed one is, with seq nil (the C listener gets
+-- seq 0), but never written to the log, so replay and a stream read later
+-- never see it. Behind the events still waiting for their commit, to keep
+-- their order; at once when none waits.
+function M.transient(run_id, kind, payload)
+  nemitted = nemitted + 1
+  emitted[nemitted] = { run_id, nil, kind, nil, payload, now_ms(), nil }
+  if not tx_first then M.flush() end
+end
+
+--- Publish a live-only event on run run_id's stream (payload: JSON text or a
+-- value): listeners and open event streams get it now, the log never does.
+-- From anywhere: a fetch's onData too.
+function M.stream(run_id, kind, payload)
+  local r = S.runs[run_id]
+  if not r or r.settled then return end -- (a reply still streaming for a run that ended)
+  M.transient(run_id, kind, type(payload) == "string" and payload or encode(payload))
+end
+
+--- Record a named event on run run_id's log from inside a step: not an op,
+-- and (named) not counted as a body's publish by replay.
+function M.note(run_id, kind, name, payload)
+  local r = S.runs[run_id]
+  if not r or r.settled then return end
+  append(r, nil, kind, name, type(payload) == "string" and payload or encode(payload))
+end
+
 --- Append to the log of a run that is not in memory (no process drives it, or
 -- it has not been resumed yet); `moor resume` replays it in order.
 function M.append_offline(run_id, op, kind, name, payload)
@@ -121,7 +149,7 @@ function M.flush()
   local upto = tx_first and tx_first - 1 or nemitted
   for i = 1, upto do
     local e = emitted[i]
-    if c_listener then core.emit(e[1], e[2], e[3], e[4], e[5]) end
+    if c_listener then core.emit(e[1], e[2] or 0, e[3], e[4], e[5]) end
     for _, fn in ipairs(subscribers) do fn(e[1], e[2], e[3], e[4], e[5], e[6], e[7]) end
     emitted[i] = nil
   end

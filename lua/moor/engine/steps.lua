@@ -60,6 +60,7 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
         -- A step parked on I/O leaves a mark, as a waiting op does.
         info.marked = true
         sched.mark_waiting(r, n, "step.started", name, "{}")
+        r.recorded[n].ran = true
       end
       local resumed = false
       S.io_inflight = S.io_inflight + 1
@@ -132,8 +133,11 @@ end
 --- Run attempt `attempt` of step op n (spec = { fn, args, policy }).
 exec_step = function(r, n, name, spec, attempt)
   if r.settled or not r.waiters[n] then return end
+  -- rerun: the log shows the step started before this process ran it (a restart cut it short)
+  local rec = r.recorded[n]
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
-                 signal = r.signal, auth = auth.step_auth(r, n, attempt) }
+                 signal = r.signal, auth = auth.step_auth(r, n, attempt), rerun = rec ~= nil and not rec.ran }
+  if rec then rec.ran = true end
   -- A step, as a branch (new_thread), runs under pcall in its coroutine.
   step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
 end

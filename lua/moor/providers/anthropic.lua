@@ -115,6 +115,7 @@ function M.build_body(req)
     model = req.model,
     max_tokens = req.maxTokens or DEFAULT_MAX_TOKENS,
     messages = json.array(messages),
+    stream = true,   -- the event stream: text deltas reach the session's stream as they come
   }
   local tools = {}
   for _, t in ipairs(req.tools or {}) do
@@ -210,6 +211,94 @@ function M.parse(v, raw, req, base)
   return providers.answer(v, req, content, calls, input_tokens, math.tointeger(usage.output_tokens) or 0, finish)
 end
 
+--- A reader of a streamed Messages reply (message_start, content_block_start/delta/stop,
+-- message_delta, message_stop; ping and unknown events skipped; error). Its result is the
+-- reply as one unstreamed Messages response, for M.parse: text blocks joined from their
+-- text_delta pieces, tool_use inputs decoded from their input_json_delta pieces.
+function M.stream_decoder(on_text)
+  local json = providers.json()
+  local st = { blocks = {}, nblocks = 0, usage = {} }
+  local function merge_usage(u)
+    if type(u) ~= "table" then return end
+    for k, v in pairs(u) do st.usage[k] = v end
+  end
+  local function on_event(d, _, data)
+    if st.done then return nil end
+    local v = json.decode(data)
+    if type(v) ~= "table" then
+      return "has an event whose data is not a JSON object: " .. providers.excerpt(data, 200)
+    end
+    local t = v.type
+    if t == "message_start" then
+      local m = type(v.message) == "table" and v.message or {}
+      if type(m.model) == "string" then st.model = m.model end
+      merge_usage(m.usage)
+    elseif t == "content_block_start" then
+      local i, b = math.tointeger(v.index), v.content_block
+      if not i or i < 0 or i > 1024 or type(b) ~= "table" then
+        return "has a content_block_start without an index and a block"
+      end
+      local block = { type = b.type }
+      if b.type == "text" then
+        block.text = { type(b.text) == "string" and b.text or "" }
+        if block.text[1] ~= "" then d:text(block.text[1]) end
+      elseif b.type == "tool_use" then
+        block.id, block.name, block.input0, block.json = b.id, b.name, b.input, {}
+      end
+      st.blocks[i + 1] = block
+      if i + 1 > st.nblocks then st.nblocks = i + 1 end
+    elseif t == "content_block_delta" then
+      local i, delta = math.tointeger(v.index), v.delta
+      local block = i and st.blocks[i + 1]
+      if not block then
+        return ("has a content_block_delta for block %s that never started"):format(tostring(v.index))
+      end
+      if type(delta) ~= "table" then return "has a content_block_delta without a delta" end
+      if delta.type == "text_delta" and block.text then
+        if type(delta.text) ~= "string" then return "has a text_delta without text" end
+        block.text[#block.text + 1] = delta.text
+        if delta.text ~= "" then d:text(delta.text) end
+      elseif delta.type == "input_json_delta" and block.json then
+        if type(delta.partial_json) ~= "string" then return "has an input_json_delta without partial_json" end
+        block.json[#block.json + 1] = delta.partial_json
+      end
+    elseif t == "message_delta" then
+      local delta = type(v.delta) == "table" and v.delta or {}
+      if type(delta.stop_reason) == "string" then st.stop = delta.stop_reason end
+      merge_usage(v.usage)
+    elseif t == "message_stop" then
+      st.done = true
+    elseif t == "error" then
+      st.error = v
+      st.done = true
+    end
+    return nil
+  end
+  local function result()
+    if st.error then return st.error end
+    if not st.done then return nil, "ended before message_stop (the stream was cut short)" end
+    local content = {}
+    for i = 1, st.nblocks do
+      local b = st.blocks[i]
+      if b and b.type == "text" then
+        content[#content + 1] = { type = "text", text = table.concat(b.text) }
+      elseif b and b.type == "tool_use" then
+        local text, input = table.concat(b.json), b.input0
+        if text ~= "" then
+          input = json.decode(text)
+          if type(input) ~= "table" then input = text end -- parse says it is not an object
+        end
+        content[#content + 1] = { type = "tool_use", id = b.id, name = b.name, input = input }
+      elseif b then
+        content[#content + 1] = { type = b.type }
+      end
+    end
+    return { type = "message", model = st.model, content = content, stop_reason = st.stop or json.null,
+             usage = st.usage }
+  end
+  return providers.stream_decoder(on_text, on_event, result)
+end
+
 --- A provider for model (the part after "anthropic/"); env(name) reads the environment.
 function M.new(model, env)
   local base, key = providers.endpoint(env, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", DEFAULT_BASE)
@@ -232,6 +321,7 @@ function M.new(model, env)
       body = body, timeout = providers.timeout_ms(req.timeout), secret = key,
       key_env = "ANTHROPIC_API_KEY", base_env = "ANTHROPIC_BASE_URL", key_set = true,
       expected = "a Messages response with a content list",
+      stream = M.stream_decoder,
       parse = function(v, raw) return M.parse(v, raw, r, base) end,
     })
   end

@@ -6,7 +6,10 @@
 --
 -- `req` is moor's normalized conversation ({ model?, system?, messages, tools?, outputSchema?,
 -- maxTokens?, timeout? }); `io` = { fetch = function(httpreq) -> resp | nil, message, timedOut,
--- sleep = function(ms), log = function(msg)?, now = function() -> epoch seconds? }.
+-- sleep = function(ms), log = function(msg)?, now = function() -> epoch seconds?,
+-- delta = function(text)? (each text delta of a streamed reply, as it arrives),
+-- reset = function(why)? (a retry after text streamed: that text is void) }. Both clients ask
+-- for a streamed reply (httpreq.onData gets its pieces) and read a plain JSON one as well.
 -- An answer is { message = { role = "assistant", content?, toolCalls? }, usage = { inputTokens,
 -- outputTokens }, finishReason, model }; a failure is nil, { code, message, status?, retryable }.
 --
@@ -16,6 +19,7 @@
 local json = require "moor.json"
 local duration = require "moor.duration"
 local conf = require "moor.conf"
+local sse = require "moor.providers.sse"
 
 local M = {}
 
@@ -282,6 +286,56 @@ function M.backoff_ms(n)
   return math.min(BACKOFF_CAP, BACKOFF_BASE * (1 << (n - 1)))
 end
 
+-- ------------------------------------------------------------------ streaming
+
+local Decoder = {}
+Decoder.__index = Decoder
+
+--- A streamed reply's reader, for M.send's spec.stream. on_event(d, event, data) reads one
+-- server-sent event and returns nil, or what is wrong with it (the first such stops the
+-- reading); it calls d:text(t) for each text delta. result(d) builds the reply as the
+-- API's unstreamed JSON would have it (so the provider's parse reads both), or nil, what.
+function M.stream_decoder(on_text, on_event, result)
+  local d = setmetatable({ texted = false, parts = {}, on_text = on_text, result = result }, Decoder)
+  d.reader = sse.new(function(event, data)
+    if d.err then return end
+    local ok, what = pcall(on_event, d, event, data)
+    if not ok then what = "could not be read: " .. tostring(what) end
+    if what then d.err = what end
+  end)
+  return d
+end
+
+function Decoder:text(t)
+  self.texted = true
+  self.on_text(t)
+end
+
+function Decoder:feed(piece)
+  self.parts[#self.parts + 1] = piece
+  self.reader:feed(piece)
+end
+
+--- The body ended (body: what came whole, "" when it streamed). Whether it was an event
+-- stream at all (a server that ignores stream = true answers plain JSON).
+function Decoder:streamed(body)
+  if type(body) == "string" and body ~= "" then self:feed(body) end
+  self.reader:close()
+  if self.reader.events > 0 then return true end
+  local head = self.reader.raw:match("^%s*(%a+):")
+  return head == "data" or head == "event"
+end
+
+function Decoder:finish()
+  if self.err then return nil, self.err end
+  return self.result(self)
+end
+
+function Decoder:raw()
+  if #self.parts > 1 then self.parts = { table.concat(self.parts) } end
+  return self.parts[1] or ""
+end
+
 -- ------------------------------------------------------------------ sending
 
 --- The server's own error message from an error body, redacted and shortened.
@@ -344,9 +398,13 @@ function M.send(io, spec)
   local retries, timeout_retries = 0, 0
   while true do
     -- redirects = 0: never follow one (a 307 would resend the key and the conversation elsewhere)
+    -- A streamed reply is read as it comes: its text deltas go to io.delta (when given).
+    local dec = spec.stream and spec.stream(function(text)
+      if type(io.delta) == "function" then io.delta(text) end
+    end)
     local resp, terr, timed_out = io.fetch {
       method = "POST", url = spec.url, headers = spec.headers, body = spec.body, timeout = spec.timeout,
-      redirects = 0,
+      redirects = 0, onData = dec and function(piece) dec:feed(piece) end or nil,
     }
     local attempts = retries + 1
     local kind, status, delay_hint, last
@@ -361,11 +419,20 @@ function M.send(io, spec)
     else
       status = tonumber(resp.status) or 0
       if status >= 200 and status < 300 then
-        local v, derr = json.decode(resp.body or "")
+        if dec and dec:streamed(resp.body) then
+          local v, what = dec:finish(resp.body)
+          if not v then
+            return failure("bad_response", ("the server at %s answered %d with an event stream that %s"
+              .. " (%s was expected): %s"):format(base, status, what, spec.expected, M.excerpt(dec:raw())),
+              { status = status })
+          end
+          return v, { status = status, headers = resp.headers, body = dec:raw() }
+        end
+        local v, derr = json.decode(dec and dec:raw() or resp.body or "")
         if type(v) ~= "table" then
           return failure("bad_response", ("the server at %s answered %d with a body that is not a JSON object"
             .. " (%s; %s was expected): %s"):format(base, status, derr or "not an object", spec.expected,
-            M.excerpt(resp.body)), { status = status })
+            M.excerpt(dec and dec:raw() or resp.body)), { status = status })
         end
         return v, resp
       elseif status == 401 or status == 403 then
@@ -413,6 +480,8 @@ function M.send(io, spec)
     end
     retries = retries + 1
     if kind == "timeout" then timeout_retries = timeout_retries + 1 end
+    -- text already streamed from this attempt is void: the next one streams anew
+    if dec and dec.texted and type(io.reset) == "function" then io.reset(last) end
     local delay = delay_hint or M.backoff_ms(retries)
     log(("%s: %s; retrying in %d ms (retry %d of %d)"):format(spec.provider, last, delay, retries, MAX_RETRIES))
     if delay > 0 then io.sleep(delay) end

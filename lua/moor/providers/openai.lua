@@ -104,7 +104,9 @@ function M.build_body(req, opts)
   end
   flush_images()
 
-  local body = { model = req.model, messages = json.array(messages) }
+  -- streamed: text deltas reach the session's stream as they come; usage comes in the last chunk
+  local body = { model = req.model, messages = json.array(messages), stream = true,
+                 stream_options = { include_usage = true } }
   if req.tools and #req.tools > 0 then
     local tools = {}
     for j, t in ipairs(req.tools) do
@@ -197,6 +199,72 @@ function M.parse(v, raw, req, base)
     math.tointeger(usage.completion_tokens) or 0, finish)
 end
 
+--- A reader of a streamed Chat Completions reply (chunks of choices[1].delta, then usage,
+-- then `data: [DONE]`); its result is the reply as one unstreamed response, for M.parse:
+-- the text joined, each tool call's arguments joined from their pieces (by index).
+function M.stream_decoder(on_text)
+  local json = providers.json()
+  local st = { text = {}, calls = {}, ncalls = 0 }
+  local function on_event(d, _, data)
+    if st.done then return nil end
+    if data == "[DONE]" then st.done = true return nil end
+    local v = json.decode(data)
+    if type(v) ~= "table" then
+      return "has an event whose data is not a JSON object: " .. providers.excerpt(data, 200)
+    end
+    if v.error ~= nil and v.error ~= json.null then st.error = v return nil end
+    if type(v.model) == "string" then st.model = v.model end
+    if type(v.usage) == "table" then st.usage = v.usage end
+    local c = type(v.choices) == "table" and v.choices[1]
+    if type(c) ~= "table" then return nil end
+    if type(c.finish_reason) == "string" then st.finish = c.finish_reason end
+    local delta = type(c.delta) == "table" and c.delta or (type(c.message) == "table" and c.message) or {}
+    if type(delta.content) == "string" and delta.content ~= "" then
+      st.text[#st.text + 1] = delta.content
+      d:text(delta.content)
+    end
+    if type(delta.tool_calls) == "table" then
+      for _, tc in ipairs(delta.tool_calls) do
+        if type(tc) ~= "table" then return "has a tool_calls delta that is not an object" end
+        local i = math.tointeger(tc.index)
+        -- by index (0-based); a server that sends none: an id starts the next call
+        if i then i = i + 1
+        elseif type(tc.id) == "string" or st.ncalls == 0 then i = st.ncalls + 1
+        else i = st.ncalls end
+        if i < 1 or i > 128 then return ("has a tool call index %s out of range"):format(tostring(tc.index)) end
+        local slot = st.calls[i]
+        if not slot then
+          slot = { args = {} }
+          st.calls[i] = slot
+          if i > st.ncalls then st.ncalls = i end
+        end
+        if type(tc.id) == "string" and tc.id ~= "" then slot.id = tc.id end
+        local fn = type(tc["function"]) == "table" and tc["function"] or {}
+        if type(fn.name) == "string" then slot.name = (slot.name or "") .. fn.name end
+        if type(fn.arguments) == "string" then slot.args[#slot.args + 1] = fn.arguments end
+      end
+    end
+    return nil
+  end
+  local function result()
+    if st.error then return st.error end
+    if not st.done then return nil, "ended before its end (no `data: [DONE]`: the stream was cut short)" end
+    local msg = { role = "assistant", content = #st.text > 0 and table.concat(st.text) or json.null }
+    if st.ncalls > 0 then
+      local calls = {}
+      for i = 1, st.ncalls do
+        local slot = st.calls[i] or { args = {} }
+        calls[#calls + 1] = { id = slot.id, type = "function",
+                              ["function"] = { name = slot.name, arguments = table.concat(slot.args) } }
+      end
+      msg.tool_calls = calls
+    end
+    return { model = st.model, choices = { { index = 0, message = msg, finish_reason = st.finish or json.null } },
+             usage = st.usage }
+  end
+  return providers.stream_decoder(on_text, on_event, result)
+end
+
 --- A provider for model (the part after "openai/"); env(name) reads the environment.
 function M.new(model, env)
   local base, key = providers.endpoint(env, "OPENAI_BASE_URL", "OPENAI_API_KEY", DEFAULT_BASE)
@@ -210,13 +278,14 @@ function M.new(model, env)
     local r = setmetatable({ model = req.model or model }, { __index = req })
     local body, err = M.build_body(r, { official = official })
     if not body then return nil, err end
-    local headers = { ["Content-Type"] = "application/json", ["Accept"] = "application/json" }
+    local headers = { ["Content-Type"] = "application/json", ["Accept"] = "text/event-stream, application/json" }
     if key then headers["Authorization"] = "Bearer " .. key end
     return providers.exchange(io, {
       provider = NAME, url = base .. "/chat/completions", base_url = base, headers = headers,
       body = body, timeout = providers.timeout_ms(req.timeout), secret = key,
       key_env = "OPENAI_API_KEY", base_env = "OPENAI_BASE_URL", key_set = key ~= nil,
       expected = "a Chat Completions response with choices[1].message",
+      stream = M.stream_decoder,
       parse = function(v, raw) return M.parse(v, raw, r, base) end,
     })
   end

@@ -25,12 +25,31 @@ local function resolve(model)
   return providers.resolve(model)
 end
 
+local function fetch(req) return world.fetch(req) end
+local function sleep(ms) return engine.io(function(resume) core.after(ms, resume) end) end
+
 -- I/O for a provider inside the model step: non-blocking fetch and sleep on
--- the engine's loop.
-local step_io = {
-  fetch = function(req) return world.fetch(req) end,
-  sleep = function(ms) return engine.io(function(resume) core.after(ms, resume) end) end,
-}
+-- the engine's loop; the text deltas of a streamed reply go on the session's
+-- stream as message.delta (live only: the step's result is what is recorded),
+-- and when text already streamed is void (a retry, a restart: the model is
+-- asked again) the log says so with message.restarted.
+local function step_io(turn_id)
+  local info = engine.step_info()
+  local run_id = info and info.runId
+  if run_id and info.rerun then
+    engine.note_step(run_id, "message.restarted", "model", { turnId = turn_id, reason = "restart",
+      message = "moor stopped while the model was answering; the model is asked again" })
+  end
+  return {
+    fetch = fetch, sleep = sleep,
+    delta = run_id and function(text)
+      engine.stream(run_id, "message.delta", { turnId = turn_id, text = text })
+    end,
+    reset = run_id and function(why)
+      engine.note_step(run_id, "message.restarted", "model", { turnId = turn_id, reason = "retry", message = why })
+    end,
+  }
+end
 
 local callModel = flow.step("model", function(model, req)
   local provider, err = resolve(model)
@@ -38,7 +57,7 @@ local callModel = flow.step("model", function(model, req)
   -- A scripted model numbers its calls per session: the session's own count
   -- (replayed state) tells it, so a restart does not renumber them.
   if provider.calls ~= nil and req.callNumber then provider.calls = req.callNumber - 1 end
-  local res, perr = provider:complete(req, step_io)
+  local res, perr = provider:complete(req, step_io(req.turnId))
   if not res then
     -- The provider already retried what can be retried; the step does not
     -- (retries = 0), and the turn fails with the provider's code.
@@ -129,7 +148,7 @@ local function run_turn(agent, transcript, turn_id, session_id, counter, state, 
     counter.calls = counter.calls + 1
     local ok, res = pcall(callModel, agent.model, {
       system = agent.instructions, messages = json.array(transcript), tools = tools, callNumber = counter.calls,
-      outputSchema = output_schema, timeout = agent.modelTimeout,
+      outputSchema = output_schema, timeout = agent.modelTimeout, turnId = turn_id,
     })
     if not ok then
       if errors.is(res, "Cancelled") then error(res, 0) end
