@@ -3,7 +3,6 @@
 -- task-lifetime tool started in a session, and for a serve task the caller
 -- of the call being served (a later call may come from another person).
 local moor = require "moor"
-local engine = require "moor.engine"
 local conf = require "moor.conf"
 local json = require "moor.json"
 local connection = require "moor.auth.connection"
