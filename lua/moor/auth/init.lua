@@ -18,7 +18,7 @@ local connection = require "moor.auth.connection"
 local tokens = require "moor.auth.tokens"
 local oauth = require "moor.auth.oauth"
 
-local type, select, getmetatable, tostring = type, select, getmetatable, tostring
+local type, select, tostring = type, select, tostring
 local fmt = string.format
 local FatalError = errors.FatalError
 
@@ -41,8 +41,17 @@ local function outside(what, level)
     .. "and a token must never enter its log"):format(what, what:match("%.(%a+)$") or what)), level + 1)
 end
 
-local function check(what, c, level)
+local NESTED = "pass the call's ctx directly as the step's first argument (step(ctx, ...)), not %s: "
+  .. "only then does the step get ctx.getToken and ctx.requireAuth"
+
+-- session: the caller's (a step context's, a plain tool's), or nil for a
+-- workflow body's own ctx: used inside a step, that ctx was nested in an
+-- argument or captured, and is refused (it must not resolve as anyone).
+local function check(what, session, c, level)
   if engine.in_body() or not engine.step_info() then outside(what, level + 1) end
+  if session == nil then
+    error(FatalError(fmt(NESTED, "nested in another argument or captured in the step's function")), level + 1)
+  end
   local def, name = connection.resolve(c)
   if not def then error(FatalError(what .. ": " .. name), level + 1) end
   return def, name, engine.step_info()
@@ -103,7 +112,7 @@ end
 --- ctx.getToken(connection) -> { token }
 function M.get_token(session, c, level)
   level = level or 1
-  local def, name, info = check("ctx.getToken", c, level + 1)
+  local def, name, info = check("ctx.getToken", session, c, level + 1)
   local sa = info.auth
   local principal = principal_of(def, session)
   if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, principal, level + 1) end
@@ -127,7 +136,7 @@ end
 -- sign in again; right after a sign-in, fail instead (the loop guard).
 function M.require_auth(session, c, level)
   level = level or 1
-  local def, name, info = check("ctx.requireAuth", c, level + 1)
+  local def, name, info = check("ctx.requireAuth", session, c, level + 1)
   local principal = principal_of(def, session)
   tokens.drop(name, principal)
   local sa = info.auth
@@ -150,25 +159,12 @@ end
 ctx_builder.set_auth(M.get_token, M.require_auth)
 
 -- A step's arguments: ctx passed directly becomes the step context; a ctx
--- nested in an argument or captured by the step's function is refused.
+-- passed as another argument or captured by the step's function is refused
+-- here. This runs on every moor.step call, so it looks no deeper than the
+-- arguments themselves (a ctx nested inside one is refused when the step
+-- uses it: check above), and scans a function's upvalues once.
 local is_ctx = ctx_builder.is_workflow_ctx
 local checked = setmetatable({}, { __mode = "k" })
-
-local function holds_ctx(v, depth)
-  if type(v) ~= "table" then return false end
-  if is_ctx(v) then return true end
-  if depth >= 3 or getmetatable(v) ~= nil then return false end
-  local n = 0
-  for _, x in pairs(v) do
-    n = n + 1
-    if n > 64 then return false end
-    if type(x) == "table" and holds_ctx(x, depth + 1) then return true end
-  end
-  return false
-end
-
-local NESTED = "pass the call's ctx directly as the step's first argument (step(ctx, ...)), not %s: "
-  .. "only then does the step get ctx.getToken and ctx.requireAuth"
 
 flow.set_step_args(function(name, fn, ...)
   if not checked[fn] then
@@ -182,16 +178,14 @@ flow.set_step_args(function(name, fn, ...)
   local n = select("#", ...)
   if n == 0 then return ... end
   local first = ...
+  for i = 2, n do
+    if is_ctx((select(i, ...))) then error(fmt("step '%s': " .. NESTED, name, "as another argument"), 3) end
+  end
   if is_ctx(first) then
+    if n == 1 then return M.step_ctx(first) end
     local args = table.pack(...)
-    for i = 2, n do
-      if holds_ctx(args[i], 0) then error(fmt("step '%s': " .. NESTED, name, "inside another argument"), 3) end
-    end
     args[1] = M.step_ctx(first)
     return table.unpack(args, 1, n)
-  end
-  for i = 1, n do
-    if holds_ctx((select(i, ...)), 0) then error(fmt("step '%s': " .. NESTED, name, "inside another argument"), 3) end
   end
   return ...
 end)
