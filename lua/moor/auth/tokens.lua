@@ -1,8 +1,8 @@
 --- The token store (issue 12): access and refresh tokens, and the PKCE
 -- verifiers of sign-ins under way, in their own file, never in the database,
 -- an event, a step's input or result, a stream or a message. The file is
--- JSON, mode 0600, written whole to a temporary file (made 0600 before any
--- secret is written) and renamed over the old one. Its path: $MOOR_TOKENS,
+-- JSON, mode 0600, written whole to a temporary file (a fresh random name,
+-- made 0600 before any secret is written) and renamed over the old one. Its path: $MOOR_TOKENS,
 -- else tokens.json beside the database. Keys: connection and principal.
 local core = require "moor.core"
 local json = require "moor.json"
@@ -38,9 +38,14 @@ local function load()
   return data
 end
 
+-- The temporary file has a name nobody can guess: the token file sits beside
+-- the database, and --db may put that in a directory others can write, where
+-- a link planted at a fixed name (tokens.json.tmp) would be opened, truncated
+-- and written through.
 local function save()
   local path = M.path()
-  local tmp = path .. ".tmp"
+  local tmp = ("%s.%s.tmp"):format(path, (core.random_bytes(12):gsub(".", function(c)
+    return ("%02x"):format(c:byte()) end)))
   local f, err = io.open(tmp, "wb")
   if not f then return nil, "cannot write the token file: " .. tostring(err) end
   local ok, cerr = core.chmod(tmp, tonumber("600", 8))
