@@ -121,11 +121,17 @@ function M.get_token(session, c, level)
     return { token = rec.access_token }
   end
   if rec and rec.refresh_token then
-    local fresh = oauth.refresh(def, rec.refresh_token)
+    local fresh, ferr, kind = oauth.refresh(def, rec.refresh_token)
     if fresh then
       fresh.grant = rec.grant -- (still the sign-in's: see take_callback)
       tokens.put(name, principal, fresh)
       return { token = fresh.access_token }
+    end
+    if kind == "unreachable" then
+      -- Not a refusal: keep both tokens; one not expired yet still serves,
+      -- else the attempt fails (and the step retries) rather than sign in again.
+      if rec.expires_at > core.now() then return { token = rec.access_token } end
+      error(errors.new("AuthRefreshFailed", fmt("cannot refresh the token for %s: %s", name, ferr)), level + 1)
     end
   end
   if rec then tokens.drop(name, principal) end
