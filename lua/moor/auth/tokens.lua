@@ -10,7 +10,9 @@ local conf = require "moor.conf"
 
 local M = {}
 
-local cache, cache_path = nil, nil
+-- What was read last (the file is read again for every look-up and change:
+-- another moor may share it, and a write must keep what that one wrote).
+local cache = nil
 
 function M.path()
   if conf.tokens_path then return conf.tokens_path end
@@ -22,7 +24,6 @@ end
 
 local function load()
   local path = M.path()
-  if cache and cache_path == path then return cache end
   local data = { version = 1, tokens = {}, pending = {} }
   local f = io.open(path, "rb")
   if f then
@@ -32,9 +33,12 @@ local function load()
     if type(v) == "table" and type(v.tokens) == "table" then
       data.tokens = v.tokens
       data.pending = type(v.pending) == "table" and v.pending or {}
+    elseif text ~= "" then
+      -- (not written over: the tokens in it would be lost)
+      data.bad = ("the token file %s is not moor's JSON: fix it, or remove it to sign in again"):format(path)
     end
   end
-  cache, cache_path = data, path
+  cache = data
   return data
 end
 
@@ -44,6 +48,7 @@ end
 -- and written through.
 local function save()
   local path = M.path()
+  if cache.bad then return nil, cache.bad end
   local tmp = ("%s.%s.tmp"):format(path, (core.random_bytes(12):gsub(".", function(c)
     return ("%02x"):format(c:byte()) end)))
   local f, err = io.open(tmp, "wb")
@@ -51,8 +56,12 @@ local function save()
   local ok, cerr = core.chmod(tmp, tonumber("600", 8))
   if not ok then f:close(); os.remove(tmp); return nil, cerr end
   local text = json.encode({ version = 1, tokens = cache.tokens, pending = cache.pending })
-  f:write(text)
-  f:close()
+  local wok, werr = f:write(text)
+  local cok, cerr2 = f:close()
+  if not (wok and cok) then
+    os.remove(tmp)
+    return nil, "cannot write the token file: " .. tostring(werr or cerr2)
+  end
   local rok, rerr = os.rename(tmp, path)
   if not rok then os.remove(tmp); return nil, rerr end
   return true
@@ -97,6 +106,6 @@ function M.drop_pending(state)
 end
 
 --- Forget what was read (a spec that changes the path).
-function M.reset() cache, cache_path = nil, nil end
+function M.reset() cache = nil end
 
 return M
