@@ -102,3 +102,58 @@ describe("user-scoped tokens in tasks", function()
     assert.is_truthy(list[2]:find('"token":"bobs"', 1, true), all)
   end)
 end)
+
+-- seed 000 "Agents": "A local child runs as the caller's principal with the
+-- caller's capabilities": a session opened with ctx.agent signs in as the
+-- principal of the call that opened it.
+describe("user-scoped tokens in a subagent's session", function()
+  local saved_url, saved_path
+  local dir = os.tmpname()
+  before_each(function()
+    saved_url, saved_path = conf.callback_url, conf.tokens_path
+    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
+    conf.tokens_path = dir .. ".tokens.json"
+    tokens.reset()
+    os.remove(conf.tokens_path)
+    connection.registry.fakep = moor.defineConnection {
+      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
+      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
+    }
+    tokens.put("fakep", "alice", { access_token = "alice-token" })
+  end)
+  after_each(function()
+    conf.callback_url, conf.tokens_path = saved_url, saved_path
+    os.remove(dir .. ".tokens.json")
+    tokens.reset()
+  end)
+
+  it("runs as the principal of the call that opened it", function()
+    local fake = moor.connection("fakep")
+    support.register("ap_plain", moor.defineTool {
+      description = "Reads as the caller.", inputSchema = s.object {},
+      execute = function(_, ctx)
+        return { principal = ctx.session.principal, token = ctx.getToken(fake).token:match("^(%a+)") }
+      end,
+    })
+    local seen = {}
+    local sub = moor.defineAgent { instructions = "x", tools = { "ap_plain" }, model = t.script(function(turn)
+      if turn.n == 1 then return { toolCalls = { { name = "ap_plain", input = {} } } } end
+      seen.result = turn.messages[#turn.messages].content
+      return "read"
+    end) }
+    support.register("ap_delegate", moor.defineWorkflowTool {
+      description = "Asks the subagent.", inputSchema = s.object {},
+      execute = function(_, ctx) return ctx.agent("reader"):send("read it"):result() end,
+    })
+    local root = moor.defineAgent { instructions = "x", tools = { "ap_delegate" }, model = t.script(function(turn)
+      if turn.n == 1 then return { toolCalls = { { name = "ap_delegate", input = {} } } } end
+      return "done"
+    end) }
+    support.with_agents(root, { reader = sub }, function()
+      t.converse(root, { { message = "go", principal = "alice" } })
+    end)
+    assert.is_string(seen.result, "the subagent's tool call did not finish (a sign-in as someone else?)")
+    assert.is_truthy(seen.result:find('"principal":"alice"', 1, true), seen.result)
+    assert.is_truthy(seen.result:find('"token":"alice"', 1, true), seen.result)
+  end)
+end)

@@ -100,8 +100,9 @@ function M.agent_handle(name, ctx)
     end
     local reply = world.createHook()
     local inbox = inbox_token(self.sessionId)
+    -- (a local child runs as the caller's principal: its user-scoped sign-ins are theirs)
     deliver_step(inbox, { message = message, turnPolicy = "join", replyTo = reply.token,
-      outputSchema = opts.outputSchema })
+      outputSchema = opts.outputSchema, principal = (ctx.session or {}).principal })
     local signal = opts.signal
     if signals.is(signal) then
       -- Aborting the signal cancels the turn the message started or joined;
