@@ -170,6 +170,33 @@ function M.release(r)
   r.auths = nil
 end
 
+--- A cancelled turn withdraws the sign-ins run run_id waits on (seed 000:
+-- cancellation goes the turn's way, with no authorization.completed): each
+-- callback closes (a late one gets not_found), its request is resolved as
+-- cancelled, and its step fails with `why`. Returns true, or nil, err.
+function M.withdraw(run_id, why)
+  local r = S.runs[run_id]
+  if not r or r.settled or not r.auths then return true end
+  local t = now_ms()
+  local list = {}
+  for state, w in pairs(r.auths) do list[#list + 1] = { state, w } end
+  table.sort(list, function(a, b) return a[2].n < b[2].n end)
+  for _, sw in ipairs(list) do
+    local state, w = sw[1], sw[2]
+    if not r.settled and r.auths[state] == w then
+      r.auths[state] = nil
+      store.close_hook(state)
+      store.withdraw_input(w.requestId, t)
+      append(r, nil, "input.resolved", "ask", encode({ requestId = w.requestId, runId = r.id, outcome = "cancelled" }))
+      withdrawn(state)
+      w.fail(errors.FatalError(("the sign-in to %s was withdrawn: %s"):format(w.connection, why)))
+    end
+  end
+  local ok, err = log.commit()
+  if not ok then return errors.store_unavailable(err) end
+  return true
+end
+
 --- The callback state of the sign-in that input request req_id shows, or nil.
 function M.state_of(req_id)
   local row = store.input(req_id)
