@@ -133,8 +133,15 @@ function M.get_token(session, c, level)
       if rec.expires_at > core.now() then return { token = rec.access_token } end
       error(errors.new("AuthRefreshFailed", fmt("cannot refresh the token for %s: %s", name, ferr)), level + 1)
     end
+    -- Refused: another step may have refreshed it meanwhile, spending this
+    -- refresh token (providers rotate them); its fresh token serves.
+    local cur = tokens.get(name, principal)
+    if cur and cur.access_token ~= rec.access_token and (not cur.expires_at or cur.expires_at > core.now()) then
+      return { token = cur.access_token }
+    end
   end
-  if rec then tokens.drop(name, principal) end
+  local cur = rec and tokens.get(name, principal)
+  if cur and cur.access_token == rec.access_token then tokens.drop(name, principal) end -- (only what was tried)
   required(def, name, principal)
 end
 
