@@ -70,7 +70,8 @@ function M.park(r, n, name, spec, attempt, auth, fail_step)
   if not conf.callback_url then
     return nil, ("connection %s needs a person to sign in, but this host has no callback address for the "
       .. "provider to return to: run it under `moor dev`, whose HTTP API takes the callback (MOOR_PUBLIC_URL "
-      .. "names the address the provider reaches it at, when that is not the listen address)")
+      .. "names the address the provider reaches it at, when that is not the listen address; it is needed "
+      .. "when moor dev listens on 0.0.0.0 or ::)")
       :format(tostring(auth.connection))
   end
   if not begin then return nil, "no authorization module is loaded" end
