@@ -67,3 +67,50 @@ describe("a refresh that does not get through", function()
     assert.are.equal("rt-keep", rec.refresh_token)
   end)
 end)
+
+describe("a code exchange that does not get through", function()
+  local saved_url, saved_path
+  local dir = os.tmpname()
+  before_each(function()
+    saved_url, saved_path = conf.callback_url, conf.tokens_path
+    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
+    conf.tokens_path = dir .. ".tokens.json"
+    tokens.reset()
+    os.remove(conf.tokens_path)
+    connection.registry.fakerx = moor.defineConnection {
+      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
+      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
+    }
+  end)
+  after_each(function()
+    conf.callback_url, conf.tokens_path = saved_url, saved_path
+    os.remove(dir .. ".tokens.json")
+    tokens.reset()
+  end)
+  local fake = moor.connection("fakerx")
+  local read = moor.step("rx_read", function(ctx) return #ctx.getToken(fake).token end,
+    { retries = 2, backoff = "10ms" }) -- (attempt 1 parks; 2 and 3 exchange)
+
+  it("is retried with the same code, not failed at once as a refused sign-in", function()
+    local name = support.workflow("rx", function(_, ctx)
+      local ok, e = pcall(read, ctx)
+      return { ok = ok, message = not ok and e.message or nil }
+    end)
+    local id = t.start(name, {})
+    t.drive(id)
+    local q
+    for _, x in ipairs(t.inputs(id)) do if x.request.kind == "authorization" then q = x end end
+    assert.is_table(q)
+    local state = engine.auth_state(q.requestId)
+    assert(engine.auth_callback(state, { code = "ac_1" }))
+    t.drive(id)
+    local v = t.outcome(id)
+    assert.is_false(v.ok)
+    assert.is_truthy(v.message:find("did not answer", 1, true), v.message)
+    local retries = support.kinds(t.events(id), "step.retry")
+    assert.are.equal(1, #retries, "the attempt after the callback was not retried")
+    -- the last attempt's failure is the sign-in's
+    assert.are.same({ { connection = "fakerx", outcome = "failed" } },
+      support.kinds(t.events(id), "authorization.completed"))
+  end)
+end)

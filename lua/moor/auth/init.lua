@@ -78,7 +78,7 @@ end
 -- token it gives is stored tagged with the sign-in (a hash of its state), so
 -- an attempt that runs again after the host stopped before the completion
 -- marker was committed reads that token instead of spending the code twice.
-local function take_callback(sa, def, name, principal, level)
+local function take_callback(sa, def, name, principal, info, level)
   sa.used = true
   local cb = sa.callback or {}
   if cb.error then
@@ -95,7 +95,12 @@ local function take_callback(sa, def, name, principal, level)
       engine.auth_complete(sa, "failed")
       error(FatalError(fmt("the sign-in to %s came back without a code to exchange", name)), level + 1)
     end
-    local rec, err = oauth.exchange(def, pending, cb.code)
+    local rec, err, kind = oauth.exchange(def, pending, cb.code)
+    if not rec and kind == "unreachable" and (info.attempt or 1) <= (info.retries or 0) then
+      -- Not a refusal: this attempt fails and the step's next one exchanges
+      -- the same code (its verifier is kept).
+      error(errors.new("AuthExchangeFailed", fmt("the sign-in to %s is not complete yet: %s", name, err)), level + 1)
+    end
     if not rec then
       engine.auth_complete(sa, "failed")
       tokens.drop_pending(sa.state) -- (the code is spent: the verifier is of no more use)
@@ -115,7 +120,7 @@ function M.get_token(session, c, level)
   local def, name, info = check("ctx.getToken", session, c, level + 1)
   local sa = info.auth
   local principal = principal_of(def, session)
-  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, principal, level + 1) end
+  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, principal, info, level + 1) end
   local rec = tokens.get(name, principal)
   if rec and (not rec.expires_at or rec.expires_at > core.now() + REFRESH_EARLY) then
     return { token = rec.access_token }

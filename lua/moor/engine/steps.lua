@@ -133,7 +133,7 @@ end
 exec_step = function(r, n, name, spec, attempt)
   if r.settled or not r.waiters[n] then return end
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
-                 signal = r.signal, auth = auth.step_auth(r, n, attempt) }
+                 signal = r.signal, auth = auth.step_auth(r, n, attempt), retries = spec.policy.retries }
   -- A step, as a branch (new_thread), runs under pcall in its coroutine.
   step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
 end
