@@ -51,7 +51,11 @@ function M.serving(url)
     return ("MOOR_PUBLIC_URL must be http(s)://host[:port] with no path, not '%s'"):format(public)
   end
   conf.public_url = public and public:gsub("/$", "") or url
-  conf.callback_url = conf.public_url .. "/v1/auth/callback" -- (providers return here after a sign-in)
+  -- (providers return here after a sign-in; a wildcard listen address is no
+  -- address a browser can be sent back to: none without MOOR_PUBLIC_URL)
+  local _, lhost = http.split_origin(url or "")
+  local wildcard = not public and (lhost == "0.0.0.0" or lhost == "[::]")
+  conf.callback_url = not wildcard and (conf.public_url .. "/v1/auth/callback")
   http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
 end
 

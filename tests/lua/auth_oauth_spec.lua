@@ -179,6 +179,27 @@ describe("sign-in against fake_oauth", function()
     end
   end)
 
+  it("two steps refreshing one token at once: the one whose refresh token was rotated reads the other's", function()
+    local verifier, challenge = oauth.pkce()
+    local res = assert(moor.fetch(oauth.authorize_url(connection.registry.oauth_spec_short, "S", challenge, CALLBACK),
+      { redirects = 0 }))
+    local code = res.headers.location:match("[?&]code=([^&]+)")
+    local rec = assert(oauth.exchange(connection.registry.oauth_spec_short,
+      { redirect_uri = CALLBACK, verifier = verifier }, code))
+    assert(tokens.put("oauth_spec_short", "local", rec)) -- (30 s: within the minute, so both refresh)
+    local a, b = t.start(tool("short"), {}), t.start(tool("short"), {})
+    t.drive(a)
+    t.drive(b)
+    for _, id in ipairs { a, b } do
+      local v, err = t.outcome(id)
+      assert.is_nil(err, err and err.message)
+      assert.are.same({ user = "alice", path = "repos/octo/hello" }, v)
+      assert.is_nil(pending_auth(id), "a sign-in was asked for")
+    end
+    assert.are.equal(2, stats(short).token_refresh)
+    assert.is_table(tokens.get("oauth_spec_short", "local"), "the fresh token was dropped")
+  end)
+
   it("refreshes a token that expires within a minute, inside the step", function()
     -- A token of the 30 s provider, got by hand (PKCE as oauth.lua does).
     local verifier, challenge = oauth.pkce()

@@ -257,3 +257,24 @@ describe("ctx.getToken in a step", function()
     assert.are.equal("600", mode)
   end)
 end)
+
+describe("the callback address", function()
+  local host = require "moor.host"
+  local http = require "moor.http"
+  local saved_public, saved_cb
+  before_each(function() saved_public, saved_cb = conf.public_url, conf.callback_url end)
+  after_each(function()
+    conf.public_url, conf.callback_url = saved_public, saved_cb
+    http.configure {} -- (as before: this process serves nothing)
+  end)
+
+  it("is the listen address's; none for a wildcard listen address without MOOR_PUBLIC_URL", function()
+    if os.getenv("MOOR_PUBLIC_URL") then return end
+    assert.is_nil(host.serving("http://127.0.0.1:7373"))
+    assert.are.equal("http://127.0.0.1:7373/v1/auth/callback", conf.callback_url)
+    for _, url in ipairs { "http://0.0.0.0:7373", "http://[::]:7373" } do
+      assert.is_nil(host.serving(url))
+      assert.is_false(conf.callback_url, url .. " is no address a browser can return to")
+    end
+  end)
+end)

@@ -18,7 +18,7 @@ local connection = require "moor.auth.connection"
 local tokens = require "moor.auth.tokens"
 local oauth = require "moor.auth.oauth"
 
-local type, select, getmetatable, tostring = type, select, getmetatable, tostring
+local type, select, tostring = type, select, tostring
 local fmt = string.format
 local FatalError = errors.FatalError
 
@@ -41,8 +41,17 @@ local function outside(what, level)
     .. "and a token must never enter its log"):format(what, what:match("%.(%a+)$") or what)), level + 1)
 end
 
-local function check(what, c, level)
+local NESTED = "pass the call's ctx directly as the step's first argument (step(ctx, ...)), not %s: "
+  .. "only then does the step get ctx.getToken and ctx.requireAuth"
+
+-- session: the caller's (a step context's, a plain tool's), or nil for a
+-- workflow body's own ctx: used inside a step, that ctx was nested in an
+-- argument or captured, and is refused (it must not resolve as anyone).
+local function check(what, session, c, level)
   if engine.in_body() or not engine.step_info() then outside(what, level + 1) end
+  if session == nil then
+    error(FatalError(fmt(NESTED, "nested in another argument or captured in the step's function")), level + 1)
+  end
   local def, name = connection.resolve(c)
   if not def then error(FatalError(what .. ": " .. name), level + 1) end
   return def, name, engine.step_info()
@@ -69,7 +78,7 @@ end
 -- token it gives is stored tagged with the sign-in (a hash of its state), so
 -- an attempt that runs again after the host stopped before the completion
 -- marker was committed reads that token instead of spending the code twice.
-local function take_callback(sa, def, name, principal, level)
+local function take_callback(sa, def, name, principal, info, level)
   sa.used = true
   local cb = sa.callback or {}
   if cb.error then
@@ -86,7 +95,12 @@ local function take_callback(sa, def, name, principal, level)
       engine.auth_complete(sa, "failed")
       error(FatalError(fmt("the sign-in to %s came back without a code to exchange", name)), level + 1)
     end
-    local rec, err = oauth.exchange(def, pending, cb.code)
+    local rec, err, kind = oauth.exchange(def, pending, cb.code)
+    if not rec and kind == "unreachable" and (info.attempt or 1) <= (info.retries or 0) then
+      -- Not a refusal: this attempt fails and the step's next one exchanges
+      -- the same code (its verifier is kept).
+      error(errors.new("AuthExchangeFailed", fmt("the sign-in to %s is not complete yet: %s", name, err)), level + 1)
+    end
     if not rec then
       engine.auth_complete(sa, "failed")
       tokens.drop_pending(sa.state) -- (the code is spent: the verifier is of no more use)
@@ -103,23 +117,36 @@ end
 --- ctx.getToken(connection) -> { token }
 function M.get_token(session, c, level)
   level = level or 1
-  local def, name, info = check("ctx.getToken", c, level + 1)
+  local def, name, info = check("ctx.getToken", session, c, level + 1)
   local sa = info.auth
   local principal = principal_of(def, session)
-  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, principal, level + 1) end
+  if sa and sa.connection == name and not sa.used then take_callback(sa, def, name, principal, info, level + 1) end
   local rec = tokens.get(name, principal)
   if rec and (not rec.expires_at or rec.expires_at > core.now() + REFRESH_EARLY) then
     return { token = rec.access_token }
   end
   if rec and rec.refresh_token then
-    local fresh = oauth.refresh(def, rec.refresh_token)
+    local fresh, ferr, kind = oauth.refresh(def, rec.refresh_token)
     if fresh then
       fresh.grant = rec.grant -- (still the sign-in's: see take_callback)
       tokens.put(name, principal, fresh)
       return { token = fresh.access_token }
     end
+    if kind == "unreachable" then
+      -- Not a refusal: keep both tokens; one not expired yet still serves,
+      -- else the attempt fails (and the step retries) rather than sign in again.
+      if rec.expires_at > core.now() then return { token = rec.access_token } end
+      error(errors.new("AuthRefreshFailed", fmt("cannot refresh the token for %s: %s", name, ferr)), level + 1)
+    end
+    -- Refused: another step may have refreshed it meanwhile, spending this
+    -- refresh token (providers rotate them); its fresh token serves.
+    local cur = tokens.get(name, principal)
+    if cur and cur.access_token ~= rec.access_token and (not cur.expires_at or cur.expires_at > core.now()) then
+      return { token = cur.access_token }
+    end
   end
-  if rec then tokens.drop(name, principal) end
+  local cur = rec and tokens.get(name, principal)
+  if cur and cur.access_token == rec.access_token then tokens.drop(name, principal) end -- (only what was tried)
   required(def, name, principal)
 end
 
@@ -127,7 +154,7 @@ end
 -- sign in again; right after a sign-in, fail instead (the loop guard).
 function M.require_auth(session, c, level)
   level = level or 1
-  local def, name, info = check("ctx.requireAuth", c, level + 1)
+  local def, name, info = check("ctx.requireAuth", session, c, level + 1)
   local principal = principal_of(def, session)
   tokens.drop(name, principal)
   local sa = info.auth
@@ -150,25 +177,12 @@ end
 ctx_builder.set_auth(M.get_token, M.require_auth)
 
 -- A step's arguments: ctx passed directly becomes the step context; a ctx
--- nested in an argument or captured by the step's function is refused.
+-- passed as another argument or captured by the step's function is refused
+-- here. This runs on every moor.step call, so it looks no deeper than the
+-- arguments themselves (a ctx nested inside one is refused when the step
+-- uses it: check above), and scans a function's upvalues once.
 local is_ctx = ctx_builder.is_workflow_ctx
 local checked = setmetatable({}, { __mode = "k" })
-
-local function holds_ctx(v, depth)
-  if type(v) ~= "table" then return false end
-  if is_ctx(v) then return true end
-  if depth >= 3 or getmetatable(v) ~= nil then return false end
-  local n = 0
-  for _, x in pairs(v) do
-    n = n + 1
-    if n > 64 then return false end
-    if type(x) == "table" and holds_ctx(x, depth + 1) then return true end
-  end
-  return false
-end
-
-local NESTED = "pass the call's ctx directly as the step's first argument (step(ctx, ...)), not %s: "
-  .. "only then does the step get ctx.getToken and ctx.requireAuth"
 
 flow.set_step_args(function(name, fn, ...)
   if not checked[fn] then
@@ -182,16 +196,14 @@ flow.set_step_args(function(name, fn, ...)
   local n = select("#", ...)
   if n == 0 then return ... end
   local first = ...
+  for i = 2, n do
+    if is_ctx((select(i, ...))) then error(fmt("step '%s': " .. NESTED, name, "as another argument"), 3) end
+  end
   if is_ctx(first) then
+    if n == 1 then return M.step_ctx(first) end
     local args = table.pack(...)
-    for i = 2, n do
-      if holds_ctx(args[i], 0) then error(fmt("step '%s': " .. NESTED, name, "inside another argument"), 3) end
-    end
     args[1] = M.step_ctx(first)
     return table.unpack(args, 1, n)
-  end
-  for i = 1, n do
-    if holds_ctx((select(i, ...)), 0) then error(fmt("step '%s': " .. NESTED, name, "inside another argument"), 3) end
   end
   return ...
 end)

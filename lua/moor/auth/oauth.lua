@@ -50,12 +50,16 @@ local function token_request(def, fields)
   fields.client_id = def.clientId
   local res, err = world.fetch { url = def.tokenUrl, method = "POST", timeout = 30000, body = form(fields),
     headers = { ["content-type"] = "application/x-www-form-urlencoded", accept = "application/json" } }
-  if not res then return nil, ("the provider's token endpoint did not answer: %s"):format(tostring(err)) end
+  if not res then
+    return nil, ("the provider's token endpoint did not answer: %s"):format(tostring(err)), "unreachable"
+  end
   local v = json.decode(res.body or "")
   if res.status ~= 200 or type(v) ~= "table" or type(v.access_token) ~= "string" then
     local why = type(v) == "table" and type(v.error) == "string" and v.error or ("HTTP " .. tostring(res.status))
     local desc = type(v) == "table" and type(v.error_description) == "string" and (": " .. v.error_description) or ""
-    return nil, ("the provider refused the token request (%s%s)"):format(why, desc:sub(1, 200))
+    -- (a 5xx or 429 is the provider's trouble, not a refusal of this grant)
+    local kind = (res.status >= 500 or res.status == 429) and "unreachable" or "refused"
+    return nil, ("the provider refused the token request (%s%s)"):format(why, desc:sub(1, 200)), kind
   end
   local now = core.now()
   return { access_token = v.access_token,
@@ -69,7 +73,8 @@ function M.exchange(def, pending, code)
     redirect_uri = pending.redirect_uri, code_verifier = pending.verifier })
 end
 
---- Refresh: a new token record, or nil and a message.
+--- Refresh: a new token record, or nil, a message and "refused" (the grant
+-- is no good) or "unreachable" (no answer, or the provider's own error).
 function M.refresh(def, refresh_token)
   return token_request(def, { grant_type = "refresh_token", refresh_token = refresh_token })
 end

@@ -30,9 +30,12 @@ end
 -- Deliveries to another run, as steps: recorded, so a replay does not send
 -- again (a crash between the delivery and the step's commit can: steps are
 -- at-least-once).
-local deliver_step = flow.step("agent.deliver", function(token, payload)
+-- (withdraw: a cancelTurn's session, whose own sign-ins, its plain tools',
+-- the cancel withdraws too)
+local deliver_step = flow.step("agent.deliver", function(token, payload, withdraw)
   local kind, err = engine.deliver(token, payload)
   if not kind then error(errors.FatalError(err.message)) end
+  if withdraw then engine.auth_withdraw(withdraw, "the turn was cancelled") end
   return true
 end, { retries = 0 })
 M.deliver_step = deliver_step
@@ -100,15 +103,18 @@ function M.agent_handle(name, ctx)
     end
     local reply = world.createHook()
     local inbox = inbox_token(self.sessionId)
+    -- (a local child runs as the caller's principal: its user-scoped sign-ins are theirs)
     deliver_step(inbox, { message = message, turnPolicy = "join", replyTo = reply.token,
-      outputSchema = opts.outputSchema })
+      outputSchema = opts.outputSchema, principal = (ctx.session or {}).principal })
     local signal = opts.signal
     if signals.is(signal) then
       -- Aborting the signal cancels the turn the message started or joined;
       -- the response still resolves (as a cancelled turn: "waiting").
       local function cancel_turn()
-        if engine.in_body() then deliver_step(inbox, { cancelTurn = true })
-        else engine.deliver(inbox, { cancelTurn = true }) end
+        if engine.in_body() then deliver_step(inbox, { cancelTurn = true }, self.sessionId)
+        elseif engine.deliver(inbox, { cancelTurn = true }) then
+          engine.auth_withdraw(self.sessionId, "the turn was cancelled")
+        end
       end
       if signal.aborted then cancel_turn() else signal:addEventListener("abort", cancel_turn) end
     end

@@ -50,7 +50,7 @@ function M.body(serve_fn)
     local inbox = run and run.session and run.session.inbox
     local session = ctx.session
     ctx.task = task
-    local first = { input = input, callId = ctx.callId, turnId = session.turnId }
+    local first = { input = input, callId = ctx.callId, turnId = session.turnId, principal = session.principal }
     local queue = {}        -- calls that arrived and receive() has not handed out
     local waiting = {}      -- call ids handed out with no result yet
     local stretch = signals.new() -- this stretch of work's abortSignal; false when idle
@@ -63,9 +63,11 @@ function M.body(serve_fn)
 
     local function hand_out(c)
       waiting[#waiting + 1] = c.callId
-      -- ctx follows the call being served (its callId, its turn).
+      -- ctx follows the call being served (its callId, its turn, its caller:
+      -- getToken in a step resolves as who made this call).
       ctx.callId = c.callId
       session.turnId = c.turnId
+      session.principal = c.principal
       return { input = c.input, callId = c.callId, abortSignal = stretch }
     end
 

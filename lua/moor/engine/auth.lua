@@ -70,7 +70,8 @@ function M.park(r, n, name, spec, attempt, auth, fail_step)
   if not conf.callback_url then
     return nil, ("connection %s needs a person to sign in, but this host has no callback address for the "
       .. "provider to return to: run it under `moor dev`, whose HTTP API takes the callback (MOOR_PUBLIC_URL "
-      .. "names the address the provider reaches it at, when that is not the listen address)")
+      .. "names the address the provider reaches it at, when that is not the listen address; it is needed "
+      .. "when moor dev listens on 0.0.0.0 or ::)")
       :format(tostring(auth.connection))
   end
   if not begin then return nil, "no authorization module is loaded" end
@@ -168,6 +169,33 @@ end
 function M.release(r)
   for state in pairs(r.auths or {}) do withdrawn(state) end
   r.auths = nil
+end
+
+--- A cancelled turn withdraws the sign-ins run run_id waits on (seed 000:
+-- cancellation goes the turn's way, with no authorization.completed): each
+-- callback closes (a late one gets not_found), its request is resolved as
+-- cancelled, and its step fails with `why`. Returns true, or nil, err.
+function M.withdraw(run_id, why)
+  local r = S.runs[run_id]
+  if not r or r.settled or not r.auths then return true end
+  local t = now_ms()
+  local list = {}
+  for state, w in pairs(r.auths) do list[#list + 1] = { state, w } end
+  table.sort(list, function(a, b) return a[2].n < b[2].n end)
+  for _, sw in ipairs(list) do
+    local state, w = sw[1], sw[2]
+    if not r.settled and r.auths[state] == w then
+      r.auths[state] = nil
+      store.close_hook(state)
+      store.withdraw_input(w.requestId, t)
+      append(r, nil, "input.resolved", "ask", encode({ requestId = w.requestId, runId = r.id, outcome = "cancelled" }))
+      withdrawn(state)
+      w.fail(errors.FatalError(("the sign-in to %s was withdrawn: %s"):format(w.connection, why)))
+    end
+  end
+  local ok, err = log.commit()
+  if not ok then return errors.store_unavailable(err) end
+  return true
 end
 
 --- The callback state of the sign-in that input request req_id shows, or nil.

@@ -107,7 +107,7 @@ M.deliver, M.post = waits.deliver, waits.post
 -- sign-in inside a step (engine/auth.lua; moor.auth registers how URLs are made)
 M.auth_on_begin, M.auth_complete, M.auth_callback, M.auth_state = auth.on_begin, auth.complete, auth.callback,
   auth.state_of
-M.auth_on_forget = auth.on_forget
+M.auth_on_forget, M.auth_withdraw = auth.on_forget, auth.withdraw
 
 -- reading runs
 M.events, M.run_info, M.run_status = inspect.events, inspect.run_info, inspect.run_status

@@ -136,7 +136,8 @@ exec_step = function(r, n, name, spec, attempt)
   -- rerun: the log shows the step started before this process ran it (a restart cut it short)
   local rec = r.recorded[n]
   local info = { runId = r.id, seq = n, attempt = attempt, name = name, idempotencyKey = r.id .. ":" .. n,
-                 signal = r.signal, auth = auth.step_auth(r, n, attempt), rerun = rec ~= nil and not rec.ran }
+                 signal = r.signal, auth = auth.step_auth(r, n, attempt), retries = spec.policy.retries,
+                 rerun = rec ~= nil and not rec.ran }
   if rec then rec.ran = true end
   -- A step, as a branch (new_thread), runs under pcall in its coroutine.
   step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))

@@ -176,7 +176,7 @@ local function run_call(call, session_id, state, turn_id)
   if tool.shape.lifetime == "task" then
     -- The other column: a task. Its tool result is the receipt, at once;
     -- its result comes later, at a step boundary (session/tasks.lua).
-    local receipt, code, emsg = state.tasks:call(call, tool, registered, turn_id, input, task_id)
+    local receipt, code, emsg = state.tasks:call(call, tool, registered, turn_id, input, task_id, state.principal)
     if receipt then
       msg.content = receipt
       engine.publish("action.result", { callId = call.id, toolName = call.name, output = { status = "working",

@@ -84,9 +84,10 @@ end
 --- A model's call of task-lifetime tool `tool` (registered as `registered`)
 -- with its input (a serve tool's taskId taken out, as task_id): without a
 -- task_id it starts a task, with one it is sent to that task. Returns the
--- receipt and the task id, or nil, code, message.
-function Tasks:call(call, tool, registered, turn_id, input, task_id)
-  if task_id ~= nil then return self:send(call, input, task_id, turn_id) end
+-- receipt and the task id, or nil, code, message. principal: who made the
+-- call (the task's user-scoped tokens are theirs; a serve call's, per call).
+function Tasks:call(call, tool, registered, turn_id, input, task_id, principal)
+  if task_id ~= nil then return self:send(call, input, task_id, turn_id, principal) end
   if self.nworking >= conf.MAX_TASKS then return too_many() end
   local id
   repeat id = engine.task_id(call.name, math.random) until not self.byid[id] -- (math.random: the run's, replayed)
@@ -95,7 +96,7 @@ function Tasks:call(call, tool, registered, turn_id, input, task_id)
   -- run as concurrent branches, and each checks the limit above.
   self.nworking = self.nworking + 1
   local ok, started = engine.op("child", registered, { tool = registered, input = input, callId = call.id,
-    session = { id = self.session_id, turnId = turn_id, taskId = id, inbox = self.inbox },
+    session = { id = self.session_id, turnId = turn_id, principal = principal, taskId = id, inbox = self.inbox },
     setup = kind == "serve" and serve.calls_setup or nil })
   self.nworking = self.nworking - 1
   if not ok then error(started, 0) end
@@ -117,7 +118,7 @@ local function unknown(task_id, name)
 end
 
 --- A call with taskId: to that unfinished serve task of the same tool.
-function Tasks:send(call, input, task_id, turn_id)
+function Tasks:send(call, input, task_id, turn_id, principal)
   local t = type(task_id) == "string" and self.byid[task_id]
   if not t or t.status == "finished" or t.name ~= call.name or t.kind ~= "serve" then
     return unknown(task_id, call.name)
@@ -131,7 +132,8 @@ function Tasks:send(call, input, task_id, turn_id)
     slot, t.slot = true, true
     self.nworking = self.nworking + 1
   end
-  local posted = post_step(serve.calls_token(t.runId), { call = { input = input, callId = call.id, turnId = turn_id } })
+  local posted = post_step(serve.calls_token(t.runId), { call = { input = input, callId = call.id, turnId = turn_id,
+    principal = principal } })
   if slot then t.slot, self.nworking = nil, self.nworking - 1 end
   if not posted then
     return unknown(task_id, call.name) -- (its run ended; the report is on its way)

@@ -46,8 +46,10 @@ local answer_step = flow.step("session.answer", function(run_ids, text, relayed)
   return engine.answer(rows[1].request_id, answer) == true
 end, { retries = 0 })
 
-local steer_step = flow.step("session.steer", function(run_id)
+-- (cancel: the turn was cancelled, which also withdraws the run's sign-ins)
+local steer_step = flow.step("session.steer", function(run_id, cancel)
   engine.steer(run_id)
+  if cancel then engine.auth_withdraw(run_id, "the turn was cancelled") end
   return true
 end, { retries = 0 })
 
@@ -115,10 +117,10 @@ local function session_body(input, ctx)
   end
 
   -- Steering aborts the signals of the calls the turn waits on (never a task's).
-  local function steer_calls()
+  local function steer_calls(cancel)
     for id in flow.sortedPairs(state.running) do
       state.steered[id] = true
-      steer_step(id)
+      steer_step(id, cancel)
     end
     for _, sig in ipairs(state.inline) do engine.abort(sig, "steered") end
   end
@@ -135,7 +137,7 @@ local function session_body(input, ctx)
     if type(d) == "table" and d.cancelTurn then
       -- A ctx.agent sender's signal aborted: stop the calls, end the turn.
       state.cancel_turn = true
-      steer_calls()
+      steer_calls(true)
       return
     end
     if type(d) ~= "table" or type(d.message) ~= "string" then return end
