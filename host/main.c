@@ -49,6 +49,9 @@ static const char *USAGE =
   "                     $MOOR_PUBLIC_URL (https://host[:port]) is the address\n"
   "                     webhook URLs use and, with $MOOR_API_TOKEN, a Host the\n"
   "                     API also answers to\n"
+  "  --public-url URL   the base of every URL moor hands out (webhooks, sign-in\n"
+  "                     callbacks), e.g. a tunnel's or proxy's address; sets\n"
+  "                     $MOOR_PUBLIC_URL (default: the listen address)\n"
   "  --body-limit BYTES largest HTTP request body (default 1 MiB; or $MOOR_BODY_LIMIT)\n"
   "  --no-input         moor call: the run has no channel for questions\n"
   "                     (ctx.ask answers \"unavailable\" at once)\n"
@@ -85,10 +88,15 @@ static int parse(int argc, char **argv, opts *o) {
       else if (!strcmp(v, "full")) o->durability = MOOR_DURABILITY_FULL;
       else if (!strcmp(v, "normal")) o->durability = MOOR_DURABILITY_NORMAL;
       else return usage_error("--durability must be normal or full, not '%s'", v);
-    } else if (!strcmp(a, "--listen") || !strcmp(a, "--text") || !strcmp(a, "--body-limit")) {
+    } else if (!strcmp(a, "--listen") || !strcmp(a, "--text") || !strcmp(a, "--body-limit") ||
+               !strcmp(a, "--public-url")) {
       if (i + 1 >= argc) return usage_error("%s needs a value", a);
       const char *v = argv[++i];
       if (!strcmp(a, "--listen")) o->listen = v;
+      else if (!strcmp(a, "--public-url")) {
+        /* The engine reads it where URLs are minted (lua/moor/conf.lua, moor.host serving). */
+        if (setenv("MOOR_PUBLIC_URL", v, 1)) return usage_error("cannot set MOOR_PUBLIC_URL%s", "");
+      }
       else if (!strcmp(a, "--text")) o->text = v;
       else {
         char *end;
@@ -275,9 +283,24 @@ static void on_stdin(uv_poll_t *h, int status, int events) {
   }
 }
 
+/* A webhook minted under moor call: nothing serves its URL in this process. */
+static void webhook_note(const moor_event *ev) {
+  char url[1024];
+  json_string_field(ev->payload, "url", url, sizeof url);
+  const char *pub = getenv("MOOR_PUBLIC_URL");
+  if (pub && *pub)
+    fprintf(stderr, "note: webhook %s: moor call serves nothing; deliveries reach this run once a 'moor dev' "
+                    "serves the public URL %s\n", moor_term_clean(url), pub);
+  else
+    fprintf(stderr, "note: webhook %s: moor call serves nothing, so this URL needs a running 'moor dev' on that "
+                    "address, or a public URL (--public-url URL or $MOOR_PUBLIC_URL) that reaches one\n",
+            moor_term_clean(url));
+}
+
 static void call_event(const moor_event *ev, void *ud) {
   prompt_state *ps = ud;
   print_event(ev, NULL);
+  if (!strcmp(ev->kind, "hook.created") && ev->name && !strcmp(ev->name, "webhook")) webhook_note(ev);
   if (!ps) return;
   if (!strcmp(ev->kind, "input.requested")) {
     json_string_field(ev->payload, "requestId", ps->request, sizeof ps->request);
@@ -826,7 +849,9 @@ static int cmd_dev(const opts *o) {
   }
   printf("%s\n", url);
   fflush(stdout);
-  fprintf(stderr, "moor dev: serving %s with the agent in %s (Ctrl-C stops)\n", url, o->agent ? o->agent : "agent");
+  const char *pub = getenv("MOOR_PUBLIC_URL");
+  fprintf(stderr, "moor dev: serving %s%s%s with the agent in %s (Ctrl-C stops)\n", url,
+          pub && *pub ? ", public URL " : "", pub && *pub ? pub : "", o->agent ? o->agent : "agent");
   if ((rc = moor_serve(m))) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = 1;
