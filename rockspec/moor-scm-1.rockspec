@@ -77,6 +77,7 @@ build = {
     ["moor.harness.teach"] = "lua/moor/harness/teach.lua",
     ["moor.host"] = "lua/moor/host.lua",
     ["moor.http"] = "lua/moor/http.lua",
+    ["moor.http.openapi"] = "lua/moor/http/openapi.lua",
     ["moor.http.status"] = "lua/moor/http/status.lua",
     ["moor.json"] = "lua/moor/json.lua",
     ["moor.loader"] = "lua/moor/loader.lua",
