@@ -103,7 +103,8 @@ static int parse(int argc, char **argv, opts *o) {
       else if (!strcmp(a, "--limit")) {
         char *end;
         long n = strtol(v, &end, 10);
-        if (*end || end == v || n <= 0 || n > 1000000) return usage_error("--limit must be a number of runs (1 or more), not '%s'", v);
+        if (*end || end == v || n <= 0 || n > 1000000)
+          return usage_error("--limit must be a number of runs (1 or more), not '%s'", v);
         o->limit = (int)n;
       }
       else if (!strcmp(a, "--public-url")) {

@@ -50,6 +50,22 @@ wait_for grep -q '^event: hook.created$' "$T/sse2"
 grep -A1 '^event: hook.created$' "$T/sse2" | grep -qF "\"url\":\"$PUB/.well-known/workflow/v1/webhook/" \
   || fail "a webhook minted after the restart is not under $PUB: $(cat "$T/sse2")"
 kill "$SSE_PID" 2>/dev/null || true
+
+# A sign-in's callback is under the public URL too, and reaches the run
+# through the listener (declined here: no provider runs).
+call github_repo '{"repository":"acme/widgets"}'
+gh=$RUN
+signin() { req GET /v1/inputs; printf '%s' "$BODY" | grep -q "\"runId\":\"$gh\"" ; }
+wait_for signin
+auth_url=$(printf '%s' "$BODY" | sed -n 's/.*"url":"\(http[^"]*authorize[^"]*\)".*/\1/p' | head -1)
+case $auth_url in *"redirect_uri=http%3A%2F%2Fhooks.example.test%2Fv1%2Fauth%2Fcallback"*) ;;
+  *) fail "the sign-in link does not return to $PUB/v1/auth/callback: $auth_url" ;; esac
+state=$(printf '%s' "$auth_url" | sed -n 's/.*[?&]state=\([^&]*\).*/\1/p')
+[ -n "$state" ] || fail "no state in $auth_url"
+code=$(curl -s -o "$T/cb" -w '%{http_code}' --max-time 10 -H "Host: hooks.example.test" \
+  "$URL/v1/auth/callback?state=$state&error=access_denied")
+[ "$code" = 200 ] && grep -q "declined" "$T/cb" || fail "the callback through the listener got $code: $(cat "$T/cb")"
+settled "$gh" failed
 stop_dev
 
 # moor call mints, serves nothing, and says so: under the listen default...
