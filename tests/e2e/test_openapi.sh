@@ -22,7 +22,8 @@ export MOOR_API_TOKEN=openapi-test-token-0123456789abcdef0123
 # Sessions get no model from outside: a closed loopback port answers their model calls.
 export OPENAI_BASE_URL=http://127.0.0.1:9/v1 OPENAI_API_KEY=sk-none ANTHROPIC_BASE_URL=http://127.0.0.1:9
 start_dev "$T/example" 127.0.0.1:0
-timeout 120 node "$MOOR_SRC/tests/openapi/check.mjs" "$URL" "$MOOR_API_TOKEN" "$DEPS/node_modules" >"$T/check.out" 2>&1 \
+timeout 120 node "$MOOR_SRC/tests/openapi/check.mjs" "$URL" "$MOOR_API_TOKEN" "$DEPS/node_modules" \
+  "$MOOR_SRC/lua/moor/http.lua" >"$T/check.out" 2>&1 \
   || fail "the API does not answer as its OpenAPI document says: $(grep -v '^ok:' "$T/check.out" | head -30)"
 grep -q '^ok: the document is valid OpenAPI 3\.1' "$T/check.out" || fail "not validated: $(cat "$T/check.out")"
 tail -1 "$T/check.out"

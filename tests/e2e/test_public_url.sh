@@ -14,6 +14,7 @@ start_dev "$T/example" 127.0.0.1:0 --public-url "$PUB"
 PORT1=$(port_of "$URL")
 grep -q "public URL $PUB" "$T/dev.err" || fail "moor dev does not say its public URL: $(cat "$T/dev.err")"
 call webhook_respond '{"headers":{},"deliveries":2}'
+: >"$T/sse"
 sse "$RUN" "$T/sse"
 wait_for grep -q '^event: hook.created$' "$T/sse"
 WH=$(field url "$(grep -A1 '^event: hook.created$' "$T/sse" | sed -n 's/^data: //p')")
@@ -45,6 +46,7 @@ settled "$RUN" completed
 
 # A run started over the API after the restart mints under the public URL too.
 call webhook_respond '{"headers":{}}'
+: >"$T/sse2"
 sse "$RUN" "$T/sse2"
 wait_for grep -q '^event: hook.created$' "$T/sse2"
 grep -A1 '^event: hook.created$' "$T/sse2" | grep -qF "\"url\":\"$PUB/.well-known/workflow/v1/webhook/" \

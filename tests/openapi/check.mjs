@@ -5,12 +5,14 @@
 // document lists for that operation, its JSON body must match the schema the
 // document gives for that status (error codes included), and the SSE data
 // lines must match StreamEvent.
-//   node check.mjs BASE_URL API_TOKEN NODE_MODULES
+// Every route of lua/moor/http.lua's table must be in the document too.
+//   node check.mjs BASE_URL API_TOKEN NODE_MODULES HTTP_LUA
 import { pathToFileURL } from "node:url";
 import path from "node:path";
 import { request } from "node:http";
+import { readFileSync } from "node:fs";
 
-const [base, token, modules] = process.argv.slice(2);
+const [base, token, modules, httpLua] = process.argv.slice(2);
 const load = async (name, file) => import(pathToFileURL(path.join(modules, name, file)).href);
 const { Validator } = await load("@seriousme/openapi-schema-validator", "index.js");
 const Ajv2020 = (await load("ajv", "dist/2020.js")).default;
@@ -213,6 +215,25 @@ for (const [tmpl, item] of Object.entries(api.paths)) {
     if (item[m] && !covered.has(`${m} ${tmpl}`)) problem(`${m.toUpperCase()} ${tmpl} is documented but no probe tried it`);
   }
 }
+// 4. Every route http.lua serves is documented: its table's { "METHOD", "^pattern$" }
+// lines, and the two it answers before the table (the callback, webhooks).
+const norm = (p) => p.replace(/\{[^}]+\}/g, "{}");
+const documented = new Set();
+for (const [tmpl, item] of Object.entries(api.paths)) for (const m of Object.keys(item)) documented.add(`${m} ${norm(tmpl)}`);
+const src = readFileSync(httpLua, "utf8");
+let routes = 0;
+for (const [, method, pattern] of src.matchAll(/\{ "(GET|POST|PUT|PATCH|DELETE)", "\^([^"]+)\$"/g)) {
+  routes++;
+  const tmpl = pattern.replace(/\(\[\^\/\]\+\)/g, "{}").replace(/%\./g, ".");
+  if (!documented.has(`${method.toLowerCase()} ${tmpl}`)) problem(`http.lua serves ${method} ${tmpl}, which the document lacks`);
+}
+if (routes < 10) problem(`found only ${routes} routes in ${httpLua}`);
+if (!src.includes('path == "/v1/auth/callback"') || !documented.has("get /v1/auth/callback")) problem("the sign-in callback");
+if (!src.includes("/%.well%-known/workflow/v1/webhook/") || !documented.has("post /.well-known/workflow/v1/webhook/{}")) {
+  problem("webhooks");
+}
+console.log(`ok: the ${routes} routes of http.lua's table are all documented`);
+
 if (problems.length) {
   console.error(`${problems.length} problem(s)`);
   process.exit(1);

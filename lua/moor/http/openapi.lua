@@ -269,7 +269,10 @@ local function build()
       title = "moor HTTP API", version = "1",
       description = "Served by `moor dev`. JSON in and out; errors are {\"error\": {\"code\", \"message\"}}. "
         .. "Every /v1 route refuses a foreign Host (421) or Origin (403), a POST not declared JSON (415), "
-        .. "and, with MOOR_API_TOKEN set, a request without `Authorization: Bearer` (401).",
+        .. "and, with MOOR_API_TOKEN set, a request without `Authorization: Bearer` (401). Any route may also "
+        .. "answer 405 method_not_allowed (a wrong method, with Allow), 400 for malformed HTTP, 413 for a body "
+        .. "over the limit, 408 for a request too slow, 431 for headers over 64 KiB, 505 for an HTTP version "
+        .. "other than 1.0 and 1.1, and 503 too_many_connections at the connection caps.",
     },
     security = array { {}, { bearer = array {} } },
     servers = array { { url = "http://127.0.0.1:7373", description = "moor dev's default address" } },
