@@ -193,7 +193,7 @@ MOOR_API int moor_list_runs_filtered(moor *m, const moor_run_filter *f, int as_j
  * JSON array [{requestId, runId, tool, kind, request, created}] when as_json. */
 MOOR_API int moor_list_inputs(moor *m, int as_json, char **out);
 /* What run_id (and the runs under it) waits on, a line each ("approval
- * req_x (tool T)", "question req_x", "sleep until 18:30 (4h)", "webhook",
+ * req_x (tool T)", "question req_x", "sleep until 18:30 (4h)", "a webhook delivery (...)",
  * "child run run_y (tool)"); *out is NULL when it waits on nothing. */
 MOOR_API int moor_run_waiting(moor *m, const char *run_id, char **out);
 

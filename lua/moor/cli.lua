@@ -51,12 +51,17 @@ function M.list_inputs(as_json)
   end
   if as_json then return encode(json.array(out)) .. "\n" end
   if #out == 0 then return "no pending questions\n" end
-  local lines = { ("%-28s %-32s %-20s %-9s %s"):format("REQUEST", "RUN", "TOOL", "KIND", "PROMPT") }
+  -- (columns as wide as their longest value)
+  local w = { #"REQUEST", #"RUN", #"TOOL" }
+  for _, q in ipairs(out) do
+    w[1], w[2], w[3] = math.max(w[1], #q.requestId), math.max(w[2], #q.runId), math.max(w[3], #q.tool)
+  end
+  local row = ("%%-%ds  %%-%ds  %%-%ds  %%-9s %%s"):format(w[1], w[2], w[3])
+  local lines = { row:format("REQUEST", "RUN", "TOOL", "KIND", "PROMPT") }
   for _, q in ipairs(out) do
     local req = q.request
     local prompt = q.kind == "sign-in" and ("sign in to " .. tostring(req.name)) or req.prompt
-    lines[#lines + 1] = ("%-28s %-32s %-20s %-9s %s"):format(q.requestId, q.runId, q.tool, q.kind,
-      first_line(prompt, 72))
+    lines[#lines + 1] = row:format(q.requestId, q.runId, q.tool, q.kind, first_line(prompt, 72))
   end
   lines[#lines + 1] = "answer with: moor answer REQUEST OPTION (or REQUEST --text TEXT)"
   return table.concat(lines, "\n") .. "\n"
@@ -95,8 +100,8 @@ end
 
 --- What run id (and the runs under it) waits on, one line each, or nil
 -- when nothing (it is runnable, or settled): "approval req_x (tool T)",
--- "question req_x", "sign-in req_x", "sleep until 18:30 (4h)", "webhook",
--- "hook", "child run run_x (tool)".
+-- "question req_x", "sign-in req_x", "sleep until 18:30 (4h)", "a webhook
+-- delivery (...)", "a hook delivery (...)", "child run run_x (tool)".
 function M.run_waiting(id)
   local now = core.now()
   local lines = {}
@@ -114,7 +119,10 @@ function M.run_waiting(id)
       lines[#lines + 1] = ("sleep until %s (%s)"):format(clock(due, now), span(due - now))
     end
   end
-  for _, h in ipairs(store.open_hooks(id) or {}) do lines[#lines + 1] = h.kind end
+  for _, h in ipairs(store.open_hooks(id) or {}) do
+    lines[#lines + 1] = h.kind == "webhook" and "a webhook delivery (moor dev serves its URL)"
+      or "a hook delivery (POST /v1/hooks/TOKEN to moor dev)"
+  end
   for _, c in ipairs(store.running_children(id) or {}) do
     local child = store.run(c.id)
     lines[#lines + 1] = ("child run %s (%s)"):format(c.id, child and child.tool or "?")
