@@ -1059,9 +1059,10 @@ static const struct {
   const char *name;
   int (*run)(const opts *o);
 } COMMANDS[] = {
+  {"inputs", cmd_inputs},
   {"call", cmd_call}, {"resume", cmd_resume}, {"runs", cmd_runs},     {"logs", cmd_logs},
   {"chat", cmd_chat}, {"dev", cmd_dev},       {"answer", cmd_answer}, {"cancel", cmd_cancel},
-  {"test", cmd_test}, {"inputs", cmd_inputs},
+  {"test", cmd_test},
 };
 
 int main(int argc, char **argv) {
