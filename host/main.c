@@ -25,7 +25,11 @@ static const char *USAGE =
   "                     print progress to stderr and the result JSON on stdout\n"
   "  resume             drive every unfinished run until none is runnable or due,\n"
   "                     then say what the rest wait on (exit 0)\n"
-  "  runs [--json]      list runs (id, tool, status, started, updated)\n"
+  "  runs [--json] [--status S] [--tool NAME] [--limit N]\n"
+  "                     list runs (id, tool, status, started, updated): S is running,\n"
+  "                     waiting (parked on a question, hook, sleep or child),\n"
+  "                     completed, failed or cancelled; N the newest N\n"
+  "  inputs [--json]    list pending questions with their request ids\n"
   "  logs RUN [--json]  print a run's event log\n"
   "  dev                serve the HTTP API and drive every run until SIGINT/SIGTERM;\n"
   "                     the first line of stdout is the URL it listens on\n"
@@ -51,6 +55,9 @@ static const char *USAGE =
   "                     $MOOR_PUBLIC_URL (https://host[:port]) is the address\n"
   "                     webhook URLs use and, with $MOOR_API_TOKEN, a Host the\n"
   "                     API also answers to\n"
+  "  --public-url URL   the base of every URL moor hands out (webhooks, sign-in\n"
+  "                     callbacks), e.g. a tunnel's or proxy's address; sets\n"
+  "                     $MOOR_PUBLIC_URL (default: the listen address)\n"
   "  --body-limit BYTES largest HTTP request body (default 1 MiB; or $MOOR_BODY_LIMIT)\n"
   "  --no-input         moor call: the run has no channel for questions\n"
   "                     (ctx.ask answers \"unavailable\" at once)\n"
@@ -60,8 +67,8 @@ static const char *USAGE =
   "             no database at FILE)\n";
 
 typedef struct opts {
-  const char *agent, *db, *cmd, *listen, *text;
-  int durability, json, no_input;
+  const char *agent, *db, *cmd, *listen, *text, *status, *tool;
+  int durability, json, no_input, limit;
   size_t body_limit;
   int nargs;
   char **args;
@@ -87,10 +94,25 @@ static int parse(int argc, char **argv, opts *o) {
       else if (!strcmp(v, "full")) o->durability = MOOR_DURABILITY_FULL;
       else if (!strcmp(v, "normal")) o->durability = MOOR_DURABILITY_NORMAL;
       else return usage_error("--durability must be normal or full, not '%s'", v);
-    } else if (!strcmp(a, "--listen") || !strcmp(a, "--text") || !strcmp(a, "--body-limit")) {
+    } else if (!strcmp(a, "--listen") || !strcmp(a, "--text") || !strcmp(a, "--body-limit") ||
+               !strcmp(a, "--public-url") || !strcmp(a, "--status") || !strcmp(a, "--tool") ||
+               !strcmp(a, "--limit")) {
       if (i + 1 >= argc) return usage_error("%s needs a value", a);
       const char *v = argv[++i];
       if (!strcmp(a, "--listen")) o->listen = v;
+      else if (!strcmp(a, "--status")) o->status = v;
+      else if (!strcmp(a, "--tool")) o->tool = v;
+      else if (!strcmp(a, "--limit")) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || end == v || n <= 0 || n > 1000000)
+          return usage_error("--limit must be a number of runs (1 or more), not '%s'", v);
+        o->limit = (int)n;
+      }
+      else if (!strcmp(a, "--public-url")) {
+        /* The engine reads it where URLs are minted (lua/moor/conf.lua, moor.host serving). */
+        if (setenv("MOOR_PUBLIC_URL", v, 1)) return usage_error("cannot set MOOR_PUBLIC_URL%s", "");
+      }
       else if (!strcmp(a, "--text")) o->text = v;
       else {
         char *end;
@@ -205,11 +227,26 @@ static int report(moor *m, const char *run_id) {
     fprintf(stderr, "moor: run %s failed: %s\n", run_id, json);
     code = 1;
   } else {
-    fprintf(stderr,
-            "moor: run %s is %s: it waits for something outside (a question: 'moor answer REQUEST "
-            "OPTION'; a webhook or hook: 'moor dev' serves them), or a long timer; 'moor resume' or "
-            "'moor dev' drives it on\n",
-            run_id, status);
+    char *waiting = NULL;
+    int known = moor_run_waiting(m, run_id, &waiting) == 0 && waiting;
+    if (known) {
+      for (char *line = strtok(waiting, "\n"); line; line = strtok(NULL, "\n")) {
+        fprintf(stderr, "waiting: %s\n", line);
+        if (!strncmp(line, "question ", 9) || !strncmp(line, "approval ", 9))
+          fprintf(stderr, "  answer it: moor answer %.*s OPTION (or --text TEXT); 'moor inputs' lists them\n",
+                  (int)strcspn(line + 9, " "), line + 9);
+      }
+    }
+    free(waiting);
+    if (known)
+      fprintf(stderr, "moor: run %s is %s, waiting as above; 'moor resume' or 'moor dev' drives it on\n", run_id,
+              status);
+    else
+      fprintf(stderr,
+              "moor: run %s is %s: it waits for something outside (a question: 'moor answer REQUEST "
+              "OPTION'; a webhook or hook: 'moor dev' serves them), or a long timer; 'moor resume' or "
+              "'moor dev' drives it on\n",
+              run_id, status);
     code = 1;
   }
   free(status);
@@ -223,8 +260,13 @@ static int report(moor *m, const char *run_id) {
 typedef struct prompt_state {
   moor *m;
   char request[128];      /* the question being asked; "" when none */
+  char run_id[64];        /* the run moor call drives, on a terminal */
+  char shown[512];        /* the waiting lines last shown */
   uv_poll_t poll;
   int polling;
+  uv_timer_t timer;       /* drive's wake-up for the next timer */
+  int timing;
+  int all;                /* moor resume on a terminal: show every waiting run */
 } prompt_state;
 
 static void json_string_field(const char *json, const char *field, char *out, size_t len) {
@@ -278,12 +320,30 @@ static void on_stdin(uv_poll_t *h, int status, int events) {
   }
 }
 
+/* A webhook minted under moor call: nothing serves its URL in this process. */
+static void webhook_note(const moor_event *ev) {
+  char url[1024];
+  json_string_field(ev->payload, "url", url, sizeof url);
+  const char *pub = getenv("MOOR_PUBLIC_URL");
+  if (pub && *pub)
+    fprintf(stderr, "note: webhook %s: moor call serves nothing; deliveries reach this run once a 'moor dev' "
+                    "serves the public URL %s\n", moor_term_clean(url), pub);
+  else
+    fprintf(stderr, "note: webhook %s: moor call serves nothing, so this URL needs a running 'moor dev' on that "
+                    "address, or a public URL (--public-url URL or $MOOR_PUBLIC_URL) that reaches one\n",
+            moor_term_clean(url));
+}
+
+static void show_waiting(moor *m, const char *run_id, char *shown, size_t size);
+
 static void call_event(const moor_event *ev, void *ud) {
   prompt_state *ps = ud;
   print_event(ev, NULL);
+  if (!strcmp(ev->kind, "hook.created") && ev->name && !strcmp(ev->name, "webhook")) webhook_note(ev);
   if (!ps) return;
   if (!strcmp(ev->kind, "input.requested")) {
     json_string_field(ev->payload, "requestId", ps->request, sizeof ps->request);
+    if (ps->run_id[0]) show_waiting(ps->m, ps->run_id, ps->shown, sizeof ps->shown);
     show_question(ps);
   } else if (!strcmp(ev->kind, "input.resolved")) {
     char id[128];
@@ -292,12 +352,66 @@ static void call_event(const moor_event *ev, void *ud) {
   }
 }
 
+/* On a terminal, a wait that lasts (a sleep of 2 s or more, a question) is
+ * shown once as it begins: "waiting: sleep until 18:30 (4h)", "waiting:
+ * approval req_..." and how to come back after Ctrl-C. */
+static void show_waiting(moor *m, const char *run_id, char *shown, size_t size) {
+  char *waiting = NULL;
+  if (moor_run_waiting(m, run_id, &waiting) || !waiting) {
+    free(waiting);
+    return;
+  }
+  if (strcmp(waiting, shown) != 0) {
+    snprintf(shown, size, "%s", waiting);
+    for (char *line = strtok(waiting, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "waiting: %s\n", line);
+    fprintf(stderr, "  (Ctrl-C leaves the run recorded as it is; 'moor resume' or 'moor dev' picks it up)\n");
+  }
+  free(waiting);
+}
+
+/* moor resume on a terminal, before a long sleep: every run still waiting. */
+static void show_all_waiting(moor *m, char *shown, size_t size) {
+  char *waiting = NULL;
+  if (moor_describe_waiting(m, &waiting) == 0 && waiting && strcmp(waiting, shown) != 0) {
+    snprintf(shown, size, "%s", waiting);
+    fprintf(stderr, "waiting:\n%s  (Ctrl-C stops; the runs stay recorded and 'moor resume' picks them up)\n",
+            moor_term_clean(waiting));
+  }
+  free(waiting);
+}
+
+static void on_wake(uv_timer_t *t) { (void)t; }
+
+/* Drive the engine until nothing is runnable or due, sleeping until timers
+ * fall due (as moor_run); on a terminal (run_id set) say what a long wait is,
+ * and wait for the person's answer while a question is shown. */
+static int drive(moor *m, const char *run_id, prompt_state *ps) {
+  int rc;
+  if (!ps->timing) {
+    if (uv_timer_init(moor_loop(m), &ps->timer)) return moor_run(m);
+    ps->timing = 1;
+  }
+  for (;;) {
+    long long due;
+    if ((rc = moor_tick(m, &due))) break;
+    if (due == 0) continue;
+    int asking = ps->polling && ps->request[0] && uv_is_active((uv_handle_t *)&ps->poll);
+    if (run_id && due >= 2000) show_waiting(m, run_id, ps->shown, sizeof ps->shown);
+    if (!run_id && ps->all && due >= 2000) show_all_waiting(m, ps->shown, sizeof ps->shown);
+    if (due < 0 && !asking) break;
+    if (due > 0) uv_timer_start(&ps->timer, on_wake, (uint64_t)due, 0);
+    uv_run(moor_loop(m), UV_RUN_ONCE);
+    uv_timer_stop(&ps->timer);
+  }
+  return rc;
+}
+
 static int cmd_call(const opts *o) {
   if (o->nargs < 1 || o->nargs > 2) return usage_error("call needs TOOL [JSON]%s", "");
   int status = 0;
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
-  prompt_state ps = {m, "", {0}, 0};
+  prompt_state ps = {m, "", "", "", {0}, 0, {0}, 0, 0};
   if ((status = load(m, o))) goto out;
   int tty = !o->no_input && isatty(0);
   if (tty && uv_poll_init(moor_loop(m), &ps.poll, 0) == 0) {
@@ -313,21 +427,18 @@ static int cmd_call(const opts *o) {
     goto out;
   }
   fprintf(stderr, "run %s started\n", run_id);
+  if (tty) snprintf(ps.run_id, sizeof ps.run_id, "%s", run_id);
   if (ps.polling) uv_poll_start(&ps.poll, UV_READABLE, on_stdin);
-  for (;;) {
-    if ((rc = moor_run(m))) {
-      fprintf(stderr, "moor: %s\n", moor_errmsg(m));
-      status = 1;
-      goto out;
-    }
-    /* Nothing due: on a terminal, wait for the person's answer. */
-    if (!ps.polling || !ps.request[0] || !uv_is_active((uv_handle_t *)&ps.poll)) break;
-    uv_run(moor_loop(m), UV_RUN_ONCE);
+  if ((rc = drive(m, tty ? run_id : NULL, &ps))) {
+    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+    status = 1;
+    goto out;
   }
   status = report(m, run_id);
 out:
   if (ps.polling) uv_close((uv_handle_t *)&ps.poll, NULL);
-  moor_close(m);
+  if (ps.timing) uv_close((uv_handle_t *)&ps.timer, NULL);
+  moor_close(m); /* (runs the loop: the handles above finish closing) */
   return status;
 }
 
@@ -871,7 +982,9 @@ static int cmd_dev(const opts *o) {
   }
   printf("%s\n", url);
   fflush(stdout);
-  fprintf(stderr, "moor dev: serving %s with the agent in %s (Ctrl-C stops)\n", url, o->agent ? o->agent : "agent");
+  const char *pub = getenv("MOOR_PUBLIC_URL");
+  fprintf(stderr, "moor dev: serving %s%s%s with the agent in %s (Ctrl-C stops)\n", url,
+          pub && *pub ? ", public URL " : "", pub && *pub ? pub : "", o->agent ? o->agent : "agent");
   if ((rc = moor_serve(m))) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = 1;
@@ -888,8 +1001,10 @@ static int cmd_resume(const opts *o) {
   if (!m) return status;
   if ((status = load(m, o))) goto out;
   moor_on_event(m, print_event, (void *)1);
+  prompt_state ps = {m, "", "", "", {0}, 0, {0}, 0, isatty(2)};
   int rc = moor_resume_all(m);
-  if (!rc) rc = moor_run(m);
+  if (!rc) rc = drive(m, NULL, &ps);
+  if (ps.timing) uv_close((uv_handle_t *)&ps.timer, NULL);
   if (rc) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = 1;
@@ -904,17 +1019,22 @@ out:
   return status;
 }
 
+/* runs (0), logs (1) and inputs (2): read-only listings. */
 static int cmd_list(const opts *o, int events) {
-  if (events && o->nargs != 1) return usage_error("logs needs a RUN id%s", "");
+  if (events == 1 && o->nargs != 1) return usage_error("logs needs a RUN id%s", "");
+  if (events != 1 && o->nargs) return usage_error("%s takes no arguments", o->cmd);
   int status = 0;
   moor *m = open_engine(o, 1, &status);
   if (!m) return status;
   char *json = NULL;
-  int rc = events ? moor_list_events(m, o->args[0], o->json, &json) : moor_list_runs(m, o->json, &json);
+  moor_run_filter f = {o->status, o->tool, o->limit};
+  int rc = events == 1 ? moor_list_events(m, o->args[0], o->json, &json)
+           : events == 2 ? moor_list_inputs(m, o->json, &json)
+                         : moor_list_runs_filtered(m, &f, o->json, &json);
   if (rc) {
     fprintf(stderr, "moor: %s\n", moor_errmsg(m));
     status = rc == MOOR_ENOTFOUND ? 1 : 2;
-  } else {
+  } else if (json) {
     fputs(json, stdout);
   }
   free(json);
@@ -988,6 +1108,7 @@ static int cmd_init(const opts *o) {
 
 static int cmd_runs(const opts *o) { return cmd_list(o, 0); }
 static int cmd_logs(const opts *o) { return cmd_list(o, 1); }
+static int cmd_inputs(const opts *o) { return cmd_list(o, 2); }
 static int cmd_answer(const opts *o) { return cmd_answer_or_cancel(o, 1); }
 static int cmd_cancel(const opts *o) { return cmd_answer_or_cancel(o, 0); }
 
@@ -995,6 +1116,7 @@ static const struct {
   const char *name;
   int (*run)(const opts *o);
 } COMMANDS[] = {
+  {"inputs", cmd_inputs},
   {"call", cmd_call}, {"resume", cmd_resume}, {"runs", cmd_runs},     {"logs", cmd_logs},
   {"chat", cmd_chat}, {"dev", cmd_dev},       {"answer", cmd_answer}, {"cancel", cmd_cancel},
   {"test", cmd_test}, {"init", cmd_init},

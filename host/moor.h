@@ -182,6 +182,23 @@ MOOR_API int moor_find_server(const char *db_path, char *url, size_t url_size);
  * is NULL when no run is unfinished (caller frees). */
 MOOR_API int moor_describe_waiting(moor *m, char **out);
 
+/* The CLI's views for people (host/waiting.c). Runs filtered by status
+ * (running, waiting: running and parked on a question, hook, sleep or child;
+ * completed, failed, cancelled), tool, and the newest limit of them (0: all),
+ * as moor_list_runs prints them; a NULL filter or field means any. */
+typedef struct moor_run_filter {
+  const char *status, *tool;
+  int limit;
+} moor_run_filter;
+MOOR_API int moor_list_runs_filtered(moor *m, const moor_run_filter *f, int as_json, char **out);
+/* Pending questions with their request ids, run and tool, as a table, or a
+ * JSON array [{requestId, runId, tool, kind, request, created}] when as_json. */
+MOOR_API int moor_list_inputs(moor *m, int as_json, char **out);
+/* What run_id (and the runs under it) waits on, a line each ("approval
+ * req_x (tool T)", "question req_x", "sleep until 18:30 (4h)", "a webhook delivery (...)",
+ * "child run run_y (tool)"); *out is NULL when it waits on nothing. */
+MOOR_API int moor_run_waiting(moor *m, const char *run_id, char **out);
+
 /* Run busted specs inside the host (argv as busted's own). Returns the exit
  * status busted reports. */
 MOOR_API int moor_test(moor *m, int argc, char **argv);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One column of a one-parameter query, each row through fn. */
 static int each_row(moor *m, const char *sql, const char *arg, void (*fn)(FILE *, const char *, const char *, void *),
@@ -51,6 +52,22 @@ static void on_hook(FILE *f, const char *kind, const char *count, void *ud) {
   else
     snprintf(what, sizeof what, "%s %s%s: 'moor dev' serves %s", count, kind, strcmp(count, "1") ? "s" : "",
              !strcmp(kind, "webhook") ? "its webhook URL" : "POST /v1/hooks/TOKEN");
+  wait_line(f, ud, what);
+}
+
+/* A sleep not yet fired: when it falls due (local time) and how far off. */
+static void on_timer(FILE *f, const char *due_text, const char *unused, void *ud) {
+  (void)unused;
+  char what[256], when[64];
+  long long due = atoll(due_text), left = due - (long long)time(NULL) * 1000;
+  time_t t = (time_t)(due / 1000);
+  struct tm tm;
+  if (!localtime_r(&t, &tm) || !strftime(when, sizeof when, left < 86400000 ? "%H:%M:%S" : "%Y-%m-%d %H:%M", &tm))
+    snprintf(when, sizeof when, "%s ms", due_text);
+  long long s = left > 0 ? (left + 999) / 1000 : 0;
+  if (s < 120) snprintf(what, sizeof what, "a sleep until %s (%llds)", when, s);
+  else if (s < 7200) snprintf(what, sizeof what, "a sleep until %s (%lldm)", when, (s + 30) / 60);
+  else snprintf(what, sizeof what, "a sleep until %s (%lldh)", when, (s + 1800) / 3600);
   wait_line(f, ud, what);
 }
 
@@ -108,7 +125,10 @@ int moor_describe_waiting(moor *m, char **out) {
         (rc = each_row(m, "SELECT kind, count(*) FROM hooks WHERE run_id=? AND closed=0 GROUP BY kind ORDER BY kind",
                        w.run, on_hook, f, &w)) < 0 ||
         (rc = each_row(m, "SELECT id, tool FROM runs WHERE parent_id=? AND status='running' ORDER BY started, id",
-                       w.run, on_child, f, &w)) < 0)
+                       w.run, on_child, f, &w)) < 0 ||
+        (rc = each_row(m, "SELECT json_extract(e.payload, '$.due') FROM event_log e WHERE e.run_id=? AND "
+                       "e.kind='timer.scheduled' AND NOT EXISTS (SELECT 1 FROM events g WHERE g.run_id=e.run_id "
+                       "AND g.op=e.op AND g.kind='timer.fired') ORDER BY e.seq", w.run, on_timer, f, &w)) < 0)
       break;
     if (!w.n) wait_line(f, &w, "nothing this process can see (a cancel's cleanup, or a step elsewhere)");
   }
@@ -126,4 +146,44 @@ int moor_describe_waiting(moor *m, char **out) {
   }
   *out = buf;
   return 0;
+}
+
+/* The CLI's views (lua/moor/cli.lua through moor.host): fn's first result,
+ * a string, copied into *out (cleaned for a terminal unless as_json); nil
+ * with nothing after it leaves *out NULL; nil and an error is that error. */
+static int view_call(moor *m, const char *fn, int nargs, int as_json, char **out) {
+  *out = NULL;
+  int rc = moor__call_engine(m, fn, nargs, 2);
+  if (rc) return rc;
+  lua_State *L = m->L;
+  if (lua_type(L, -2) == LUA_TSTRING) {
+    if (!(*out = strdup(lua_tostring(L, -2)))) rc = MOOR_ENOMEM;
+    else if (!as_json) moor_term_clean(*out);
+  } else if (!lua_isnil(L, -1)) {
+    rc = moor__lua_error(m, -1, MOOR_EINVAL);
+  }
+  lua_pop(L, 2);
+  return rc;
+}
+
+int moor_list_runs_filtered(moor *m, const moor_run_filter *f, int as_json, char **out) {
+  lua_State *L = m->L;
+  lua_pushboolean(L, as_json);
+  if (f && f->status) lua_pushstring(L, f->status);
+  else lua_pushnil(L);
+  if (f && f->tool) lua_pushstring(L, f->tool);
+  else lua_pushnil(L);
+  if (f && f->limit > 0) lua_pushinteger(L, f->limit);
+  else lua_pushnil(L);
+  return view_call(m, "cli_runs", 4, as_json, out);
+}
+
+int moor_list_inputs(moor *m, int as_json, char **out) {
+  lua_pushboolean(m->L, as_json);
+  return view_call(m, "cli_inputs", 1, as_json, out);
+}
+
+int moor_run_waiting(moor *m, const char *run_id, char **out) {
+  lua_pushstring(m->L, run_id);
+  return view_call(m, "cli_waiting", 1, 0, out);
 }

@@ -34,7 +34,14 @@ M.HARNESS_EXIT_GRACE = 10000           -- ms a harness may take to exit after it
 M.MAX_DURATION = (1 << 53) - 1        -- ms: the longest sleep, timer or backoff (due = now + it stays exact)
 M.CANCEL_GRACE = 30000                -- ms a cancelled run's cleanup may take before it ends as cancelled
 M.DEFAULT_PORT = core.default_port    -- moor dev's port when --listen names none (MOOR_DEFAULT_PORT, host/moorconf.h)
-M.public_url = "http://127.0.0.1:" .. M.DEFAULT_PORT -- base of webhook URLs; moor dev sets it to where it serves
+-- The base of the URLs moor hands out (webhooks; sign-in callbacks under moor
+-- dev): $MOOR_PUBLIC_URL (--public-url) when it is an http(s) origin, else
+-- moor dev's default address; moor dev sets it to where it serves when no
+-- public URL is set, and refuses a malformed one (moor.host serving).
+local function public_url(env)
+  if env and env:match("^https?://[^/?#%s]+/?$") then return (env:gsub("/$", "")) end
+end
+M.public_url = public_url(os.getenv("MOOR_PUBLIC_URL")) or "http://127.0.0.1:" .. M.DEFAULT_PORT
 M.MAX_QUEUED = 1000                   -- deliveries queued per hook or webhook token, not yet taken by its run
 M.MAX_QUEUED_BYTES = 4 * 1024 * 1024  -- bytes of queued delivery payloads per token
 M.MAX_DELIVERY = 1024 * 1024 + 65536  -- bytes of one delivery's payload as JSON (a 1 MiB body plus headers)

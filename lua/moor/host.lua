@@ -16,6 +16,7 @@ local loader = require "moor.loader"
 local testrunner = require "moor.testrunner"
 local terminal = require "moor.terminal"
 local harness_host = require "moor.harness.host"
+local cli = require "moor.cli"
 require "moor.auth" -- (ctx.getToken and ctx.requireAuth, for every tool's ctx)
 
 local M = setmetatable({}, { __index = engine })
@@ -70,6 +71,10 @@ M.session_send, M.session_line = session.send, session.line
 
 --- One readable line for a terminal channel (moor chat), or nil.
 M.format_event = terminal.format_event
+
+--- The CLI's views (host/waiting.c): moor inputs, moor runs with filters,
+-- what one run waits on.
+M.cli_inputs, M.cli_runs, M.cli_waiting = cli.list_inputs, cli.list_runs, cli.run_waiting
 
 --- `moor test`: busted inside the host.
 function M.run_tests(args) return testrunner.run(args) end

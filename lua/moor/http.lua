@@ -9,6 +9,7 @@ local errors = require "moor.errors"
 local conf = require "moor.conf"
 local terminal = require "moor.terminal"
 local http_status = require "moor.http.status"
+local openapi = require "moor.http.openapi"
 
 local M = {}
 
@@ -287,6 +288,7 @@ local routes = {
     if id then return reply(201, { runId = id, callId = err }) end
     return call_fail(err, code)
   end },
+  { "GET", "^/v1/openapi%.json$", function() return 200, JSON, nil, openapi.json() end },
   { "GET", "^/v1/runs$", function()
     local rows = json.decode(engine.list_runs(true))
     return reply(200, { runs = rows })

@@ -65,6 +65,43 @@ function M.list_runs()
   return query("SELECT id, tool, status, started, updated FROM runs ORDER BY started, id")
 end
 
+-- What makes a running run wait (moor runs --status waiting): a pending
+-- question, an open hook or webhook, a sleep not yet fired, a running child.
+local WAITING = "status='running' AND (EXISTS (SELECT 1 FROM inputs i WHERE i.run_id=runs.id AND "
+  .. "i.status='pending') OR EXISTS (SELECT 1 FROM hooks h WHERE h.run_id=runs.id AND h.closed=0) OR "
+  .. "EXISTS (SELECT 1 FROM runs c WHERE c.parent_id=runs.id AND c.status='running') OR EXISTS (SELECT 1 "
+  .. "FROM events e WHERE e.run_id=runs.id AND e.kind='timer.scheduled' AND NOT EXISTS (SELECT 1 FROM "
+  .. "events f WHERE f.run_id=e.run_id AND f.op=e.op AND f.kind='timer.fired')))"
+
+--- Runs as list_runs gives them, filtered (moor runs --status/--tool/--limit):
+-- status ("waiting": running and parked on something), tool, and the newest
+-- limit of them (still oldest first); each may be nil.
+function M.list_runs_where(status, tool, limit)
+  local where, args = {}, {}
+  if status == "waiting" then where[#where + 1] = WAITING
+  elseif status then where[#where + 1] = "status=?"; args[#args + 1] = status end
+  if tool then where[#where + 1] = "tool=?"; args[#args + 1] = tool end
+  local sql = "SELECT id, tool, status, started, updated FROM runs"
+    .. (#where > 0 and (" WHERE " .. table.concat(where, " AND ")) or "") .. " ORDER BY started DESC, id DESC"
+  if limit then sql = sql .. " LIMIT " .. math.tointeger(limit) end
+  local rows = query(sql, table.unpack(args))
+  local out = {}
+  for i = #rows, 1, -1 do out[#out + 1] = rows[i] end
+  return out
+end
+
+--- A run's sleeps not yet fired, as rows { name, payload } ({"due":ms}), oldest first.
+function M.pending_timers(run_id)
+  return query("SELECT e.name, e.payload FROM event_log e WHERE e.run_id=? AND e.kind='timer.scheduled' AND "
+    .. "NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id=e.run_id AND f.op=e.op AND f.kind='timer.fired') "
+    .. "ORDER BY e.seq", run_id)
+end
+
+--- A run's open hooks and webhooks, as rows { token, kind }.
+function M.open_hooks(run_id)
+  return query("SELECT token, kind FROM hooks WHERE run_id=? AND closed=0 ORDER BY created, token", run_id)
+end
+
 --- Record a new run (status running). Returns true, or nil and the cause.
 function M.insert_run(r)
   return exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,"

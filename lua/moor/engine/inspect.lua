@@ -42,9 +42,8 @@ function M.run_details(id)
   }
 end
 
---- `moor runs [--json]`.
-function M.list_runs(as_json)
-  local rows = store.list_runs()
+--- Rows { id, tool, status, started, updated } as `moor runs` prints them.
+function M.format_runs(rows, as_json)
   if as_json then
     for _, row in ipairs(rows) do
       row.started, row.updated = iso(row.started), iso(row.updated)
@@ -58,6 +57,9 @@ function M.list_runs(as_json)
   end
   return table.concat(out, "\n") .. "\n"
 end
+
+--- `moor runs [--json]`.
+function M.list_runs(as_json) return M.format_runs(store.list_runs(), as_json) end
 
 --- `moor logs RUN [--json]`, or nil and a message for an unknown run.
 function M.list_events(as_json, id)
