@@ -118,10 +118,12 @@ function M.shutdown()
   if not ok then error("cannot commit the last writes: " .. tostring(err), 0) end
 end
 
---- Runs in memory and timers pending (settled runs' timers swept first).
+--- Runs in memory and timers pending (an exact count: settled runs' timers
+-- are not counted), the heap's entries (dead ones that have not left it
+-- yet included) and how many the last round's sweep examined.
 function M.stats()
-  timers.compact()
-  return { runs = S.nruns, timers = timers.count() }
+  local heap, swept = timers.size()
+  return { runs = S.nruns, timers = timers.count(), heap = heap, swept = swept }
 end
 
 -- Tunables live in moor.conf (engine.MAX_RESULT = ... in a spec writes
