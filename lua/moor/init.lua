@@ -141,6 +141,19 @@ function M.run()
   end
 end
 
+--- moor.inputs() -> { { requestId, runId, request, created }, ... }: the
+-- questions waiting for a person (request: what ctx.ask was given).
+function M.inputs() return engine.inputs() end
+
+--- moor.answer(requestId, { optionId = ... } | { text = ... }) -> true |
+-- nil, message: answer a question, as an in-process person channel
+-- (moor_answer). Not from inside moor.tick (a listener): after it returns.
+function M.answer(id, answer)
+  local ok, err = engine.answer(id, answer, true)
+  if not ok then return nil, type(err) == "table" and err.message or tostring(err) end
+  return true
+end
+
 --- moor.status(runId) -> status, result-or-error JSON text.
 function M.status(id) return engine.run_info(id) end
 
