@@ -119,11 +119,10 @@ function M.shutdown()
 end
 
 --- Runs in memory and timers pending (an exact count: settled runs' timers
--- are not counted), the heap's entries (dead ones that have not left it
--- yet included) and how many the last round's sweep examined.
+-- are not counted), and the timer heap's entries (settled runs' included,
+-- when any has not left it yet).
 function M.stats()
-  local heap, swept = timers.size()
-  return { runs = S.nruns, timers = timers.count(), heap = heap, swept = swept }
+  return { runs = S.nruns, timers = timers.count(), heap = timers.size() }
 end
 
 -- Tunables live in moor.conf (engine.MAX_RESULT = ... in a spec writes

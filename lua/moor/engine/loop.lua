@@ -161,7 +161,6 @@ function M.tick(budget_us)
   deadline = false
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
-  timers.sweep() -- a bounded part of the heap: settled runs' timers leave it
   local due = timers.next_due()
   if #S.later > 0 or left then due = now_ms() end -- a paused thread, work left: the next tick goes on
   local store_error = failed and log.store_error or nil
