@@ -97,6 +97,38 @@ describe("a budgeted tick", function()
     assert.are.same({ engine.run_info(plain) }, { engine.run_info(budgeted) })
   end)
 
+  it("keeps the order of results held back for a paused thread (moor.pause)", function()
+    local tool = workflow(function()
+      local slices = moor.async(function()
+        local n = 0
+        for _ = 1, 30 do moor.pause(); n = n + 1 end
+        return n
+      end)
+      local fs = {}
+      for b = 1, 3 do
+        fs[b] = moor.async(function()
+          local y = 0
+          for _ = 1, 20 do y = inc(y) end
+          return y
+        end)
+      end
+      local ys = moor.all(fs)
+      return moor.await(slices) + ys[1] + ys[2] + ys[3]
+    end)
+    local plain = assert(t.start(tool))
+    t.drive(plain)
+    assert.are.equal("completed", engine.run_status(plain))
+    local budgeted = assert(t.start(tool))
+    local ticks = 0
+    while engine.run_status(budgeted) == "running" and ticks < 100000 do
+      engine.tick(30)
+      ticks = ticks + 1
+    end
+    assert.are.equal("completed", engine.run_status(budgeted))
+    assert.are.same({ engine.run_info(plain) }, { engine.run_info(budgeted) })
+    assert.are.same(op_trace(plain), op_trace(budgeted))
+  end)
+
   it("a run parked after budgeted ticks replays from its log to the same place", function()
     local id = assert(t.start(workflow(function()
       local fs = {}

@@ -89,8 +89,8 @@ end
 
 -- Hand runs whose paused threads went on the results they held back, one at
 -- a time, running to quiescence after each. Returns whether any was handed,
--- and whether the budget ran out first (what is left is held again, ahead
--- of anything held since).
+-- and whether the budget ran out first (what is left is held again, in
+-- order: after what a run that paused again meanwhile held of the same).
 local function deliver_held()
   local holding = S.holding
   if #holding == 0 then return false end
@@ -108,13 +108,12 @@ local function deliver_held()
       if not drain() or ((i < #h or j < #ready_runs) and spent()) then
         local back = {}
         if i < #h then
-          local rest = table.move(h, i + 1, #h, 1, {})
           if r.held then -- (paused again: it is in S.holding already)
-            table.move(r.held, 1, #r.held, #rest + 1, rest)
+            table.move(h, i + 1, #h, #r.held + 1, r.held)
           else
+            r.held = table.move(h, i + 1, #h, 1, {})
             back[1] = r
           end
-          r.held = rest
         end
         table.move(ready_runs, j + 1, #ready_runs, #back + 1, back)
         table.move(S.holding, 1, #S.holding, #back + 1, back)
