@@ -29,7 +29,9 @@ static int l_emit(lua_State *L) {
   if (!m->cb) return 0;
   moor_event ev = {luaL_checkstring(L, 1), (long long)luaL_checkinteger(L, 2), luaL_checkstring(L, 3),
                    luaL_optstring(L, 4, NULL), luaL_checkstring(L, 5)};
+  m->in_cb++; /* (the embedder's code: calls that drive the engine are refused, moor__busy) */
   m->cb(&ev, m->cb_ud);
+  m->in_cb--;
   return 0;
 }
 

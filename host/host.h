@@ -38,6 +38,7 @@ struct moor {
   char *db_path;
   moor_event_cb cb;
   void *cb_ud;
+  int in_cb;              /* > 0 while cb runs: driving calls answer MOOR_EBUSY */
   moor_config cfg;        /* as opened (strings not owned) */
   moor_http *http;        /* the API server while moor_listen'd */
   moor_fetch *fetch;      /* the HTTP client (model providers, moor.fetch in steps) */
@@ -65,6 +66,10 @@ int moor__engine_init(moor *m, const moor_config *cfg);
  * loop: *next_due_ms (may be NULL) as moor_tick's; MOOR_EIO when a commit
  * failed (m->err says why); m->store_ok set from the round. */
 int moor__engine_tick(moor *m, long long *next_due_ms);
+/* The same with a budget of budget_us microseconds (<= 0: none). */
+int moor__engine_round(moor *m, long long budget_us, long long *next_due_ms);
+/* MOOR_EBUSY (m->err naming fn) when called from an event callback, else 0. */
+int moor__busy(moor *m, const char *fn);
 /* Call engine[fn] with nargs pushed; leaves nres results, or MOOR_ELUA. */
 int moor__call_engine(moor *m, const char *fn, int nargs, int nres);
 /* The database path: db, else $MOOR_DB, else MOOR_DEFAULT_DB. */

@@ -18,6 +18,23 @@
 int luaopen_cjson(lua_State *L);
 #endif
 
+/* The engine is inside a round while an event callback runs (core_engine.c
+ * counts it): what would drive or change it from there is refused. */
+int moor__busy(moor *m, const char *fn) {
+  if (!m->in_cb) return 0;
+  snprintf(m->err, sizeof m->err,
+           "%s called from an event callback: the engine is in the middle of a round; a callback may only "
+           "read (moor_run_info, moor_list_*, moor_format_*): note what to do and do it after the round returns",
+           fn);
+  return MOOR_EBUSY;
+}
+
+#define MOOR__NOT_IN_CB(m, fn)                \
+  do {                                        \
+    int busy_rc_ = moor__busy((m), (fn));     \
+    if (busy_rc_) return busy_rc_;            \
+  } while (0)
+
 const char *moor__db_path(const char *db) {
   if (!db || !*db) db = getenv("MOOR_DB");
   if (!db || !*db) db = MOOR_DEFAULT_DB;
@@ -246,6 +263,7 @@ static int text_call(moor *m, const char *fn, int nargs, int clean, char **out) 
 }
 
 int moor_load_agent(moor *m, const char *dir) {
+  MOOR__NOT_IN_CB(m, "moor_load_agent");
   lua_pushstring(m->L, dir ? dir : "agent");
   int rc = moor__call_engine(m, "load_agent", 1, 2);
   if (rc) return rc;
@@ -255,6 +273,7 @@ int moor_load_agent(moor *m, const char *dir) {
 }
 
 int moor_call(moor *m, const char *tool, const char *input_json, char *run_id, size_t run_id_size) {
+  MOOR__NOT_IN_CB(m, "moor_call");
   lua_State *L = m->L;
   lua_pushstring(L, tool);
   lua_pushstring(L, input_json ? input_json : "{}");
@@ -265,6 +284,7 @@ int moor_call(moor *m, const char *tool, const char *input_json, char *run_id, s
 }
 
 int moor_resume_all(moor *m) {
+  MOOR__NOT_IN_CB(m, "moor_resume_all");
   int rc = moor__call_engine(m, "resume_all", 0, 2);
   if (rc) return rc;
   rc = answer_rc(m, 2, MOOR_EIO);
@@ -285,8 +305,15 @@ static long long due_ms(lua_State *L, int idx) {
 
 /* One scheduler round of the engine, without running the loop (serve.c's
  * check handler runs inside the loop). */
-int moor__engine_tick(moor *m, long long *next_due_ms) {
-  int rc = moor__call_engine(m, "tick", 0, 3);
+int moor__engine_tick(moor *m, long long *next_due_ms) { return moor__engine_round(m, 0, next_due_ms); }
+
+int moor__engine_round(moor *m, long long budget_us, long long *next_due_ms) {
+  int nargs = 0;
+  if (budget_us > 0) {
+    lua_pushinteger(m->L, (lua_Integer)budget_us);
+    nargs = 1;
+  }
+  int rc = moor__call_engine(m, "tick", nargs, 3);
   if (rc) return rc;
   if (next_due_ms) *next_due_ms = due_ms(m->L, -3);
   if (lua_isstring(m->L, -2)) {
@@ -300,14 +327,18 @@ int moor__engine_tick(moor *m, long long *next_due_ms) {
   return rc;
 }
 
-int moor_tick(moor *m, long long *next_due_ms) {
+int moor_tick(moor *m, long long *next_due_ms) { return moor_tick_budget(m, 0, next_due_ms); }
+
+int moor_tick_budget(moor *m, long long max_us, long long *next_due_ms) {
+  MOOR__NOT_IN_CB(m, max_us > 0 ? "moor_tick_budget" : "moor_tick");
   uv_run(&m->loop, UV_RUN_NOWAIT);
-  return moor__engine_tick(m, next_due_ms);
+  return moor__engine_round(m, max_us, next_due_ms);
 }
 
 static void on_due(uv_timer_t *t) { (void)t; }
 
 int moor_run(moor *m) {
+  MOOR__NOT_IN_CB(m, "moor_run");
   for (;;) {
     long long due;
     int rc = moor_tick(m, &due);
@@ -376,6 +407,7 @@ int moor_format_input(moor *m, const char *request_id, char **out) {
 }
 
 int moor_answer(moor *m, const char *request_id, const char *option_id, const char *text) {
+  MOOR__NOT_IN_CB(m, "moor_answer");
   lua_State *L = m->L;
   lua_pushstring(L, request_id);
   lua_createtable(L, 0, 1);
@@ -392,21 +424,25 @@ int moor_answer(moor *m, const char *request_id, const char *option_id, const ch
 }
 
 int moor_answer_line(moor *m, const char *request_id, const char *line) {
+  MOOR__NOT_IN_CB(m, "moor_answer_line");
   return api_call2(m, "answer_line", request_id, line);
 }
 
 int moor_cancel(moor *m, const char *run_id) {
+  MOOR__NOT_IN_CB(m, "moor_cancel");
   lua_pushstring(m->L, run_id);
   return api_call(m, "cancel", 1);
 }
 
 int moor_session_start(moor *m, const char *message, char *session_id, size_t size) {
+  MOOR__NOT_IN_CB(m, "moor_session_start");
   if (message) lua_pushstring(m->L, message);
   else lua_pushnil(m->L);
   return id_call(m, "session_start", 1, 2, session_id, size);
 }
 
 int moor_session_send(moor *m, const char *session_id, const char *message, const char *turn_policy) {
+  MOOR__NOT_IN_CB(m, "moor_session_send");
   lua_State *L = m->L;
   lua_pushstring(L, session_id);
   lua_createtable(L, 0, 2);
@@ -420,6 +456,7 @@ int moor_session_send(moor *m, const char *session_id, const char *message, cons
 }
 
 int moor_session_line(moor *m, const char *session_id, const char *line) {
+  MOOR__NOT_IN_CB(m, "moor_session_line");
   return api_call2(m, "session_line", session_id, line);
 }
 
@@ -437,6 +474,7 @@ int moor_format_event(moor *m, const moor_event *ev, char **out) {
 }
 
 int moor_test(moor *m, int argc, char **argv) {
+  MOOR__NOT_IN_CB(m, "moor_test");
   lua_State *L = m->L;
   lua_createtable(L, argc, 0);
   for (int i = 0; i < argc; i++) {

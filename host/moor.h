@@ -34,7 +34,8 @@ extern "C" {
   XX(ENOTFOUND, -7, "not found")                            /* unknown tool or run */                              \
   XX(ELUA, -8, "engine error")                              /* a Lua error inside the engine */                    \
   XX(ETOOL, -9, "tool failed")                              /* the tool call failed (the run settled as failed) */ \
-  XX(ECONFLICT, -10, "conflict")                            /* already answered, withdrawn or settled */
+  XX(ECONFLICT, -10, "conflict")                            /* already answered, withdrawn or settled */ \
+  XX(EBUSY, -11, "engine busy in a round")                  /* called from an event callback (see moor_on_event) */
 
 enum {
   MOOR_OK = 0,
@@ -71,6 +72,16 @@ typedef struct moor_event {
   const char *payload;    /* JSON */
 } moor_event;
 
+/* The callback runs inside the engine's round (moor_tick, moor_run,
+ * moor_serve), as each event is committed. It may read: moor_run_info,
+ * moor_list_runs, moor_list_events, moor_format_event, moor_format_input,
+ * moor_describe_waiting, moor_errmsg, moor_strerror, moor_term_clean,
+ * moor_find_server, moor_loop, moor_on_event and moor_stop. Whatever drives
+ * or changes the engine (moor_tick, moor_tick_budget, moor_run, moor_serve,
+ * moor_call, moor_resume_all, moor_load_agent, moor_answer, moor_answer_line,
+ * moor_cancel, moor_session_start, moor_session_send, moor_session_line,
+ * moor_test) answers MOOR_EBUSY from inside it, and does nothing: note what
+ * to do and do it after the round returns. Never moor_close from it. */
 typedef void (*moor_event_cb)(const moor_event *ev, void *ud);
 
 MOOR_API int moor_open(moor **out, const moor_config *cfg);
@@ -95,6 +106,12 @@ MOOR_API int moor_resume_all(moor *m);
 /* Run what is ready and return at once. *next_due_ms (may be NULL) gets the
  * milliseconds until the next timer, or -1 when nothing is waiting. */
 MOOR_API int moor_tick(moor *m, long long *next_due_ms);
+/* The same within a budget, for a frame of a game loop: returns once about
+ * max_us microseconds of engine work are spent (at most one step's work, or
+ * one timer's firing, and the round's commit past them), leaving the rest
+ * runnable for the next call; *next_due_ms is then 0. max_us <= 0: no
+ * budget (moor_tick). Runs take the same ops in the same order either way. */
+MOOR_API int moor_tick_budget(moor *m, long long max_us, long long *next_due_ms);
 /* (moor_tick and moor_run: MOOR_EIO "cannot write the database: ..." when a
  * commit failed. It was rolled back, the runs it touched reload from their
  * logs, and calling again later retries; nothing answered was lost.) */

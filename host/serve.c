@@ -305,6 +305,8 @@ void moor_stop(moor *m) {
 static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
 int moor_serve(moor *m) {
+  int busy = moor__busy(m, "moor_serve");
+  if (busy) return busy;
   m->serving = 1;
   m->serve_rc = 0;
   uv_check_init(&m->loop, &m->check);

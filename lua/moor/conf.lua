@@ -45,7 +45,6 @@ M.public_url = public_url(os.getenv("MOOR_PUBLIC_URL")) or "http://127.0.0.1:" .
 M.MAX_QUEUED = 1000                   -- deliveries queued per hook or webhook token, not yet taken by its run
 M.MAX_QUEUED_BYTES = 4 * 1024 * 1024  -- bytes of queued delivery payloads per token
 M.MAX_DELIVERY = 1024 * 1024 + 65536  -- bytes of one delivery's payload as JSON (a 1 MiB body plus headers)
-M.COMPACT_EVERY = 256                 -- scheduler rounds between sweeps of settled runs' timers
 -- open SSE streams per run (429 beyond): a client cannot pin the host with streams
 M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 0
 if M.MAX_STREAMS_PER_RUN <= 0 then M.MAX_STREAMS_PER_RUN = 32 end -- 0 or a non-positive value: the default

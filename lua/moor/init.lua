@@ -118,9 +118,19 @@ function M.resume()
   return engine.resume_all()
 end
 
---- moor.tick() -> ms until the next timer | nil: run what is ready, for a
--- host that owns its loop (a game's frame).
-function M.tick() return engine.tick() end
+--- moor.tick([budget_ms]) -> ms until the next timer | nil: run what is
+-- ready, for a host that owns its loop (a game's frame). With budget_ms
+-- (> 0; fractions allowed) it returns once that much engine work is spent
+-- (one step's work past it at most), with 0 when work was left for the
+-- next call (moor_tick_budget in host/moor.h).
+function M.tick(budget_ms)
+  if budget_ms == nil or budget_ms == 0 then return engine.tick() end
+  if math.type(budget_ms) == nil or budget_ms ~= budget_ms or budget_ms < 0 or budget_ms == math.huge then
+    error("moor.tick: budget_ms must be a positive number of milliseconds (or nil), got " .. tostring(budget_ms), 2)
+  end
+  local us = math.floor(budget_ms * 1000)
+  return engine.tick(us > 0 and us or 1)
+end
 
 --- moor.run(): drive every run until none is runnable or due (blocking).
 function M.run()
@@ -129,6 +139,19 @@ function M.run()
     if not due then return end
     core.wait(due)
   end
+end
+
+--- moor.inputs() -> { { requestId, runId, request, created }, ... }: the
+-- questions waiting for a person (request: what ctx.ask was given).
+function M.inputs() return engine.inputs() end
+
+--- moor.answer(requestId, { optionId = ... } | { text = ... }) -> true |
+-- nil, message: answer a question, as an in-process person channel
+-- (moor_answer). Not from inside moor.tick (a listener): after it returns.
+function M.answer(id, answer)
+  local ok, err = engine.answer(id, answer, true)
+  if not ok then return nil, type(err) == "table" and err.message or tostring(err) end
+  return true
 end
 
 --- moor.status(runId) -> status, result-or-error JSON text.

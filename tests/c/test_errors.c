@@ -16,7 +16,8 @@
 /* Written out by hand, so a code added to moor.h without a message (or
  * missing from the map) fails here. */
 static const int codes[] = {MOOR_OK,      MOOR_EINVAL, MOOR_ENOMEM,    MOOR_EIO,  MOOR_ELOCKED, MOOR_ELOAD,
-                            MOOR_EJSON, MOOR_ENOTFOUND, MOOR_ELUA, MOOR_ETOOL, MOOR_ECONFLICT};
+                            MOOR_EJSON, MOOR_ENOTFOUND, MOOR_ELUA, MOOR_ETOOL, MOOR_ECONFLICT,
+                            MOOR_EBUSY};
 #define NCODES (sizeof codes / sizeof codes[0])
 
 static void test_every_code_has_a_message(void **state) {

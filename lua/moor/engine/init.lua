@@ -122,10 +122,11 @@ function M.shutdown()
   if not ok then error("cannot commit the last writes: " .. tostring(err), 0) end
 end
 
---- Runs in memory and timers pending (settled runs' timers swept first).
+--- Runs in memory and timers pending (an exact count: settled runs' timers
+-- are not counted), and the timer heap's entries (settled runs' included,
+-- when any has not left it yet).
 function M.stats()
-  timers.compact()
-  return { runs = S.nruns, timers = timers.count() }
+  return { runs = S.nruns, timers = timers.count(), heap = timers.size() }
 end
 
 -- Tunables live in moor.conf (engine.MAX_RESULT = ... in a spec writes

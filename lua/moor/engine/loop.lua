@@ -2,8 +2,12 @@
 -- thread until all are parked, hand replaying runs their next logged
 -- result, commit the batch and deliver its results one at a time, then hand
 -- committed events to their listeners. Returns when to call it again.
+-- A budgeted round (engine.tick(budget_us), moor_tick_budget) stops once
+-- its budget is spent, checked after each thread it resumes and each timer
+-- it fires, and leaves the rest as it was (the ready queue, results
+-- committed but not handed over yet) for the next round to go on with, in
+-- the same order an unbudgeted round would have taken.
 local core = require "moor.core"
-local conf = require "moor.conf"
 local errors = require "moor.errors"
 local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
@@ -15,9 +19,16 @@ local S = require "moor.engine.state"
 local M = {}
 
 local now_ms = core.now
+local mono = core.mono
 local resume_thread = ops.resume_thread
 
--- Run every ready thread until all are parked.
+-- core.mono() (µs) at which a budgeted round stops; false while it drains.
+local deadline = false
+
+local function spent() return deadline and mono() >= deadline end
+
+-- Run every ready thread until all are parked; false when the budget ran
+-- out first (the rest stay queued).
 local function drain()
   local runq = S.runq
   while S.qhead <= S.qtail do
@@ -25,13 +36,19 @@ local function drain()
     runq[S.qhead] = nil
     S.qhead = S.qhead + 1
     resume_thread(th)
+    if deadline and S.qhead <= S.qtail and mono() >= deadline then return false end
   end
   S.qhead, S.qtail = 1, 0
+  return true
 end
 
 -- Commit the batch, then hand its results over one at a time, running to
 -- quiescence after each: exactly what replay does with the same log, so the
 -- branches wake in the same order (and issue their ops in the same order).
+-- Returns whether the commit went through, and whether the budget ran out
+-- first: the results not handed over yet then go back to the front of the
+-- pending ones (committed already; a failed commit drops those of the runs
+-- it takes back, which replay them from their logs).
 local function commit_and_deliver()
   if not log.commit() then return false end
   local n = S.npending
@@ -40,9 +57,16 @@ local function commit_and_deliver()
   for i = 1, n do
     local p = list[i]
     replay.deliver(p[1], p[2], p[3], p[4], p[5])
-    drain()
+    if not drain() or (i < n and spent()) then
+      if i < n then
+        local rest = table.move(list, i + 1, n, 1, {})
+        table.move(S.pending, 1, S.npending, n - i + 1, rest)
+        S.pending, S.npending = rest, S.npending + n - i
+      end
+      return true, true
+    end
   end
-  return true
+  return true, false
 end
 
 -- Threads paused by moor.pause go on now that the loop has turned.
@@ -64,7 +88,9 @@ local function release_paused()
 end
 
 -- Hand runs whose paused threads went on the results they held back, one at
--- a time, running to quiescence after each. Returns whether any was handed.
+-- a time, running to quiescence after each. Returns whether any was handed,
+-- and whether the budget ran out first (what is left is held again, in
+-- order: after what a run that paused again meanwhile held of the same).
 local function deliver_held()
   local holding = S.holding
   if #holding == 0 then return false end
@@ -73,48 +99,69 @@ local function deliver_held()
     if r.paused > 0 then keep[#keep + 1] = r else ready_runs[#ready_runs + 1] = r end
   end
   S.holding = keep -- (a run that pauses again while taking them holds the rest anew)
-  for _, r in ipairs(ready_runs) do
+  for j, r in ipairs(ready_runs) do
     local h = r.held
     r.held = nil
     for i = 1, #h do
       local x = h[i]
       replay.deliver(r, x[1], x[2], x[3], x[4])
-      drain()
+      if not drain() or ((i < #h or j < #ready_runs) and spent()) then
+        local back = {}
+        if i < #h then
+          if r.held then -- (paused again: it is in S.holding already)
+            table.move(h, i + 1, #h, #r.held + 1, r.held)
+          else
+            r.held = table.move(h, i + 1, #h, 1, {})
+            back[1] = r
+          end
+        end
+        table.move(ready_runs, j + 1, #ready_runs, #back + 1, back)
+        table.move(S.holding, 1, #S.holding, #back + 1, back)
+        S.holding = back
+        return true, true
+      end
     end
   end
-  return #ready_runs > 0
+  return #ready_runs > 0, false
 end
-
-local ticks = 0
 
 --- Run everything that is ready; returns ms until the next timer (or nil),
 -- the cause when a commit of this round failed (the host retries after a
 -- backoff), and whether the store is known to work (a commit succeeded since
--- the last failure).
-function M.tick()
+-- the last failure). With budget_us (> 0) the round returns once that many
+-- microseconds are spent (one thread's resume or one timer's firing past it
+-- at most), with 0 as the due time when work was left.
+function M.tick(budget_us)
+  deadline = budget_us and budget_us > 0 and mono() + budget_us or false
   local reloads = log.take_reloads()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
-  timers.fire_due(now)
+  local left = timers.fire_due(now, deadline, mono)
   release_paused()
   local failed = false
-  while true do
-    drain()
-    local held = deliver_held()
+  while not left do
+    if not drain() then left = true; break end
+    local held, held_left = deliver_held()
+    if held_left then left = true; break end
     local progressed = #S.replaying > 0 and replay.round() or held
     if S.npending > 0 then
       -- A failed commit ends the round: what it took back waits for the retry.
-      if not commit_and_deliver() then failed = true; break end
+      local ok, rest = commit_and_deliver()
+      if not ok then failed = true; break end
+      if rest then left = true; break end
     elseif not progressed then
       break
     end
+    if spent() then
+      left = S.qhead <= S.qtail or S.npending > 0 or #S.holding > 0 or #S.replaying > 0
+      break
+    end
   end
+  deadline = false
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
   local due = timers.next_due()
-  if #S.later > 0 then due = now_ms() end -- a paused thread goes on at the next tick
-  ticks = ticks + 1
-  if ticks % conf.COMPACT_EVERY == 0 then timers.compact(); due = timers.next_due() end
+  if #S.later > 0 or left then due = now_ms() end -- a paused thread, work left: the next tick goes on
   local store_error = failed and log.store_error or nil
   if due then
     local d = due - now_ms()

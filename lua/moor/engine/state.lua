@@ -2,6 +2,8 @@
 -- results waiting for a commit, and what is executing now. Every part of
 -- lua/moor/engine/ reads and writes it here (fields, not upvalues, because
 -- several files share them); nothing here does work but dropping a run.
+local timers = require "moor.engine.timers"
+
 local S = {}
 
 -- A body yields (OP, kind, name, spec) to ask for a durable op; any other
@@ -40,6 +42,7 @@ S.current_thread = false -- the body thread executing now (its .no_wait: why it 
 -- its log): its threads never run again.
 function S.drop(r)
   for _, th in ipairs(r.threads) do th.dead = true end
+  if r.settled then timers.drop_run(r) end -- (they would never fire: out of the heap now)
   if S.runs[r.id] then
     S.runs[r.id] = nil
     S.nruns = S.nruns - 1

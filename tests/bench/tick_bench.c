@@ -1,0 +1,221 @@
+/* The tick an embedder can afford (issue 13): the longest idle moor_tick
+ * over 200,000 with 0, 10,000 and 100,000 runs parked on long sleeps, and
+ * how far a budgeted tick (moor_tick_budget) goes past its budget while a
+ * 10,000-step run is ready. Three rounds each; prints min–max. Figures, not
+ * pass/fail (README, Benchmarks).
+ *
+ *   moor_tick_bench [AGENT_DIR [TICKS [budget]]]   (default tests/bench/agent, 200000;
+ *   "budget": only the budgeted figures)
+ *
+ * Built with -DMOOR_BENCH_NO_BUDGET it measures a build before
+ * moor_tick_budget: the idle figures, and one plain moor_tick meeting the
+ * 10,000-step run. */
+#include "moor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *agent = "tests/bench/agent";
+static char dir[] = "/tmp/moor-tick-bench-XXXXXX";
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This thread's CPU time: what the engine spent, without the time the
+ * kernel gave the two cores to other processes meanwhile. */
+static long long cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void check(moor *m, int rc) {
+  if (rc) {
+    fprintf(stderr, "tick bench: %s\n", moor_errmsg(m));
+    exit(1);
+  }
+}
+
+static moor *open_db(const char *name) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  moor_config cfg = {.db_path = path};
+  moor *m = NULL;
+  if (moor_open(&m, &cfg) || moor_load_agent(m, agent)) {
+    fprintf(stderr, "tick bench: %s\n", moor_errmsg(m));
+    exit(1);
+  }
+  return m;
+}
+
+static int cmp_ll(const void *a, const void *b) {
+  long long x = *(const long long *)a, y = *(const long long *)b;
+  return x < y ? -1 : x > y;
+}
+
+struct range {
+  double lo, hi;
+};
+
+static int verbose; /* $MOOR_TICK_BENCH_VERBOSE: each budgeted tick over 2x its budget in CPU time */
+
+static void add(struct range *r, double v, int first) {
+  if (first) r->lo = r->hi = v;
+  if (first || v < r->lo) r->lo = v;
+  if (first || v > r->hi) r->hi = v;
+}
+
+/* n runs parked on a 1 h sleep, then `ticks` idle moor_ticks: the longest
+ * one (wall clock, and the thread's CPU time), the 99.99th percentile and
+ * the mean (wall), in µs. */
+static void idle(int round, long n, int ticks, double *max, double *cpu_max, double *p9999, double *mean,
+                 double *over50) {
+  char name[64];
+  snprintf(name, sizeof name, "idle-%ld-%d.db", n, round);
+  moor *m = open_db(name);
+  long long due;
+  char id[64];
+  for (long i = 0; i < n; i++) {
+    check(m, moor_call(m, "steps", "{\"n\":0,\"park\":\"1h\"}", id, sizeof id));
+    if (i % 1000 == 999) check(m, moor_tick(m, &due));
+  }
+  check(m, moor_tick(m, &due));
+  check(m, moor_tick(m, &due));
+  if (n && due < 3000000) {
+    fprintf(stderr, "tick bench: %ld parked runs, but a timer is due in %lld ms\n", n, due);
+    exit(1);
+  }
+  long long *t = malloc(sizeof *t * (size_t)ticks);
+  if (!t) exit(1);
+  long long sum = 0, cmax = 0;
+  for (int i = 0; i < ticks; i++) {
+    long long c0 = cpu_ns(), t0 = now_ns();
+    check(m, moor_tick(m, &due));
+    t[i] = now_ns() - t0;
+    long long c = cpu_ns() - c0;
+    if (c > cmax) cmax = c;
+    sum += t[i];
+  }
+  *cpu_max = cmax / 1e3;
+  qsort(t, (size_t)ticks, sizeof *t, cmp_ll);
+  *max = t[ticks - 1] / 1e3;
+  long k = 0;
+  while (k < ticks && t[ticks - 1 - k] > 50000) k++;
+  *over50 = k;
+  *p9999 = t[(long)ticks * 9999 / 10000] / 1e3;
+  *mean = sum / 1e3 / ticks;
+  free(t);
+  moor_close(m);
+}
+
+/* A fresh 10,000-step run, driven by ticks of `budget_us` to its end: the
+ * largest excess of a tick over its budget (wall clock, and CPU time), the
+ * ticks taken, the mean CPU time per step (the whole run's over its steps)
+ * and the longest tick (wall), in µs. */
+static void budgeted(int round, long long budget_us, double *over, double *cpu_over, double *p99_over,
+                     double *p50_over, double *ticks, double *per_step, double *longest) {
+  char name[64];
+  snprintf(name, sizeof name, "budget-%lld-%d.db", budget_us, round);
+  moor *m = open_db(name);
+  char id[64];
+  long long due = 0, worst = 0, cpu_worst = 0, total = 0, most = 0;
+  int n = 0, cap = 1 << 20;
+  long long *walls = malloc(sizeof *walls * (size_t)cap);
+  if (!walls) exit(1);
+  check(m, moor_call(m, "steps", "{\"n\":10000}", id, sizeof id));
+  do {
+    long long c0 = cpu_ns(), t0 = now_ns();
+#ifdef MOOR_BENCH_NO_BUDGET
+    check(m, moor_tick(m, &due));
+#else
+    check(m, moor_tick_budget(m, budget_us, &due));
+#endif
+    long long dt = now_ns() - t0, c = cpu_ns() - c0;
+    total += c;
+    if (c - budget_us * 1000 > cpu_worst) cpu_worst = c - budget_us * 1000;
+    if (verbose && c > 2 * budget_us * 1000) fprintf(stderr, "  tick %d: %lld us CPU, %lld us wall\n", n, c / 1000, dt / 1000);
+    if (dt > most) most = dt;
+    if (dt - budget_us * 1000 > worst) worst = dt - budget_us * 1000;
+    walls[n] = dt - budget_us * 1000;
+    n++;
+  } while (due == 0 && n < cap);
+  qsort(walls, (size_t)n, sizeof *walls, cmp_ll);
+  *p99_over = walls[(long)n * 99 / 100] / 1e3;
+  *p50_over = walls[n / 2] / 1e3;
+  free(walls);
+  char *st = NULL, *js = NULL;
+  check(m, moor_run_info(m, id, &st, &js));
+  if (strcmp(st, "completed") || strcmp(js, "10000")) {
+    fprintf(stderr, "tick bench: the 10,000-step run is %s %s\n", st, js);
+    exit(1);
+  }
+  free(st);
+  free(js);
+  *over = worst / 1e3;
+  *cpu_over = cpu_worst / 1e3;
+  *ticks = n;
+  *per_step = total / 1e3 / 10000;
+  *longest = most / 1e3;
+  moor_close(m);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) agent = argv[1];
+  int ticks = argc > 2 ? atoi(argv[2]) : 200000;
+  if (ticks < 1 || !mkdtemp(dir)) return 1;
+  printf("moor %s tick benchmark (figures, not pass/fail; min-max over 3 rounds)\n\n", MOOR_VERSION);
+  verbose = getenv("MOOR_TICK_BENCH_VERBOSE") != NULL;
+  static const long parked[] = {0, 10000, 100000};
+  for (int k = 0; k < (argc > 3 && !strcmp(argv[3], "budget") ? 0 : 3); k++) {
+    struct range mx = {0}, cmx = {0}, p = {0}, mean = {0}, o50 = {0};
+    for (int r = 0; r < 3; r++) {
+      double a, b, c, d, e;
+      idle(r, parked[k], ticks, &a, &b, &c, &d, &e);
+      add(&o50, e, r == 0);
+      add(&mx, a, r == 0);
+      add(&cmx, b, r == 0);
+      add(&p, c, r == 0);
+      add(&mean, d, r == 0);
+    }
+    printf("idle moor_tick, %6ld parked runs: max %.0f-%.0f us (CPU time %.0f-%.0f us), p99.99 %.1f-%.1f us, "
+           "mean %.2f-%.2f us over %d ticks, %.0f-%.0f over 50 us (target: max <= 50)\n",
+           parked[k], mx.lo, mx.hi, cmx.lo, cmx.hi, p.lo, p.hi, mean.lo, mean.hi, ticks, o50.lo, o50.hi);
+  }
+#ifdef MOOR_BENCH_NO_BUDGET
+  static const long long budgets[] = {0};
+#else
+  static const long long budgets[] = {1000, 5000};
+#endif
+  for (size_t k = 0; k < sizeof budgets / sizeof budgets[0]; k++) {
+    struct range over = {0}, cover = {0}, p99 = {0}, p50 = {0}, nt = {0}, step = {0}, longest = {0};
+    for (int r = 0; r < 3; r++) {
+      double a, b, c, d, e, f, g;
+      budgeted(r, budgets[k], &a, &b, &c, &g, &d, &e, &f);
+      add(&p50, g, r == 0);
+      add(&over, a, r == 0);
+      add(&cover, b, r == 0);
+      add(&p99, c, r == 0);
+      add(&nt, d, r == 0);
+      add(&step, e, r == 0);
+      add(&longest, f, r == 0);
+    }
+    if (budgets[k])
+      printf("budgeted tick (%lld us), a 10,000-step run ready: overshoot median %.0f-%.0f us, p99 %.0f-%.0f us, "
+             "max %.0f-%.0f us wall, max %.0f-%.0f us CPU time (one step: %.1f-%.1f us of CPU on average); "
+             "%.0f-%.0f ticks\n",
+             budgets[k], p50.lo, p50.hi, p99.lo, p99.hi, over.lo, over.hi, cover.lo, cover.hi, step.lo, step.hi, nt.lo,
+             nt.hi);
+    else
+      printf("one moor_tick meeting a fresh 10,000-step run: %.0f-%.0f ms (%.1f-%.1f us per step)\n",
+             longest.lo / 1e3, longest.hi / 1e3, step.lo, step.hi);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) return 1;
+  return 0;
+}
