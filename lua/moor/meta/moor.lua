@@ -503,8 +503,21 @@ function moor.load(dir) end
 function moor.resume() end
 
 --- An embedder: run what is ready; ms until the next timer, or nil when nothing waits.
+--- With budgetMs, return once about that much engine work is spent (0: work was left).
+---@param budgetMs? number
 ---@return integer|nil
-function moor.tick() end
+function moor.tick(budgetMs) end
+
+--- An embedder: the questions waiting for a person.
+---@return { requestId: string, runId: string, request: table, created: integer }[]
+function moor.inputs() end
+
+--- An embedder: answer a question (after moor.tick returns).
+---@param requestId string
+---@param answer { optionId?: string, text?: string }
+---@return true|nil ok
+---@return string? reason
+function moor.answer(requestId, answer) end
 
 --- An embedder: drive every run until none is runnable or due (blocking).
 function moor.run() end
