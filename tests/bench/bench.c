@@ -423,10 +423,10 @@ int main(int argc, char **argv) {
   enum { ONE_N = 2000, PARK_N = 1000 };
   m = open_db("short.db", MOOR_DURABILITY_NORMAL);
   static double lat[ONE_N];
-  long prep_runs = 0, flt_runs = 0, com_runs = 0;
+  long prep_runs = 0, flt_runs = 0, com_runs = 0, fr_runs = 0;
   for (int i = -200; i < ONE_N; i++) { /* (200 to warm up) */
     char id[64];
-    long p = n_prepared, f = minflt(), c = n_commits;
+    long p = n_prepared, f = minflt(), c = n_commits, w = n_frames;
     t0 = now_s();
     check(m, moor_call(m, "steps", "{\"n\":1}", id, sizeof id));
     check(m, moor_run(m));
@@ -436,6 +436,7 @@ int main(int argc, char **argv) {
       prep_runs += n_prepared - p;
       flt_runs += minflt() - f;
       com_runs += n_commits - c;
+      fr_runs += n_frames - w;
     }
     char *status = NULL, *json = NULL;
     check(m, moor_run_info(m, id, &status, &json));
@@ -451,8 +452,9 @@ int main(int argc, char **argv) {
   qsort(lat, ONE_N, sizeof lat[0], cmp_double);
   printf("1-step run, moor_call to result:  %8.1f us/run    (p50 %.1f, p99 %.1f; target <= 80)\n",
          sum / ONE_N * 1e6, lat[ONE_N / 2] * 1e6, lat[ONE_N * 99 / 100] * 1e6);
-  printf("  (per run: %.2f statements prepared, %.2f commits, %.2f page faults per commit)\n",
-         (double)prep_runs / ONE_N, (double)com_runs / ONE_N, (double)flt_runs / com_runs);
+  printf("  (per run: %.2f statements prepared, %.2f commits; %.2f page faults, %.2f WAL pages per commit)\n",
+         (double)prep_runs / ONE_N, (double)com_runs / ONE_N, (double)flt_runs / com_runs,
+         (double)fr_runs / com_runs);
   moor_close(m);
   m = open_db("restart.db", MOOR_DURABILITY_NORMAL);
   for (int i = 0; i < PARK_N; i++) {

@@ -85,15 +85,3 @@ for id in $ids; do
 done
 ! grep -qi 'non-determinism' "$T/dev.err" || fail "non-determinism on stderr: $(cat "$T/dev.err")"
 pass "moor dev replays the fixture: deploy approved, webhook delivered, sleep kept, session intact and continues"
-
-# The fixture's schema 4 log (a WITHOUT ROWID table) was rebuilt in append
-# order (schema 6, issue 13): every event it held is there, in one piece.
-[ "$(sqlite3 "$DB" "PRAGMA user_version")" = 6 ] || fail "not migrated to schema 6: $(sqlite3 "$DB" "PRAGMA user_version")"
-[ "$(sqlite3 "$DB" "PRAGMA integrity_check")" = ok ] || fail "integrity_check: $(sqlite3 "$DB" "PRAGMA integrity_check")"
-sqlite3 "$DB" "SELECT sql FROM sqlite_master WHERE name='events_run_seq'" | grep -q "UNIQUE INDEX" \
-  || fail "no unique (run_id, seq) index: $(sqlite3 "$DB" "SELECT sql FROM sqlite_master")"
-lost=$(sqlite3 "$DB" "ATTACH 'file:$FX/moor.db?immutable=1' AS fx; SELECT count(*) FROM fx.events o
-  LEFT JOIN main.events n USING (run_id, seq) WHERE n.kind IS NOT o.kind OR n.payload IS NOT o.payload
-  OR n.op IS NOT o.op OR n.name IS NOT o.name OR n.time IS NOT o.time")
-[ "$lost" = 0 ] || fail "$lost of the fixture's events were lost or changed in the migration"
-pass "the fixture's log was migrated to schema 6 (append order, unique (run_id, seq)), nothing lost"
