@@ -38,12 +38,14 @@ static int fail(lua_State *L, const char *message) {
   return 2;
 }
 
-/* Statements are finalized on every path: a userdata with __gc would also
- * do, but nothing between prepare and finalize here can raise except
- * bind_args' checklstring, which runs before the first step. */
+/* A statement comes from the store's cache (prepared once per database,
+ * kept until close) and goes back reset on every path: nothing between
+ * taking and giving it back here raises except an out-of-memory error, after
+ * which the next use resets it. */
 static int run_sql(lua_State *L, int want_rows) {
   moor *m = moor__self(L);
-  const char *sql = luaL_checkstring(L, 1);
+  size_t len;
+  const char *sql = luaL_checklstring(L, 1, &len);
   int n = lua_gettop(L) - 1;
   for (int i = 0; i < n; i++) {
     int t = lua_type(L, 2 + i);
@@ -52,9 +54,13 @@ static int run_sql(lua_State *L, int want_rows) {
   }
   if (!want_rows && moor_store_begin(&m->store)) return fail(L, m->store.err);
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(m->store.db, sql, -1, &st, NULL) != SQLITE_OK) {
+  int owned = 0;
+  int prc = moor_store_prepare(&m->store, sql, len, &st, &owned);
+  if (prc || !st) {
     lua_pushnil(L);
-    lua_pushfstring(L, "%s (in: %s)", sqlite3_errmsg(m->store.db), sql);
+    lua_pushfstring(L, "%s (in: %s)",
+                    prc == MOOR_ENOMEM ? "out of memory" : prc ? sqlite3_errmsg(m->store.db) : "no SQL statement", sql);
+    moor_store_release(&m->store, st, owned);
     return 2;
   }
   bind_args(L, st, 2, n);
@@ -72,10 +78,10 @@ static int run_sql(lua_State *L, int want_rows) {
   if (rc != SQLITE_DONE) {
     lua_pushnil(L);
     lua_pushstring(L, sqlite3_errmsg(m->store.db));
-    sqlite3_finalize(st);
+    moor_store_release(&m->store, st, owned);
     return 2;
   }
-  sqlite3_finalize(st);
+  moor_store_release(&m->store, st, owned);
   lua_pushinteger(L, sqlite3_changes(m->store.db));
   return 2;
 }
@@ -148,6 +154,20 @@ static int l_events(lua_State *L) {
   return 7;
 }
 
+/* store_stats() -> { prepared = statements prepared since the database was
+ * opened, kept = statements kept prepared now } (tests/lua/store_spec.lua). */
+static int l_store_stats(lua_State *L) {
+  moor *m = moor__self(L);
+  int kept = 0;
+  for (size_t i = 0; i < sizeof m->store.stmts / sizeof m->store.stmts[0]; i++) kept += m->store.stmts[i].st != NULL;
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, m->store.prepared);
+  lua_setfield(L, -2, "prepared");
+  lua_pushinteger(L, kept);
+  lua_setfield(L, -2, "kept");
+  return 1;
+}
+
 const luaL_Reg moor__core_store_fns[] = {
   {"query", l_query}, {"exec", l_exec}, {"append", l_append}, {"commit", l_commit}, {"events", l_events},
-  {NULL, NULL}};
+  {"store_stats", l_store_stats}, {NULL, NULL}};

@@ -116,7 +116,7 @@ int moor__wfa_path(char *out, size_t size);
 
 /* Each binding file's functions, assembled into moor.core by core.c. */
 extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */
-extern const luaL_Reg moor__core_store_fns[]; /* core_store.c: query, exec, append, commit, events */
+extern const luaL_Reg moor__core_store_fns[]; /* core_store.c: query, exec, append, commit, events, store_stats */
 extern const luaL_Reg moor__core_clock_fns[]; /* core_clock.c: now, mono, wait, after */
 extern const luaL_Reg moor__core_http_fns[];  /* core_http.c: http_respond, http_stream_start, ... */
 extern const luaL_Reg moor__core_os_fns[];    /* core_os.c: listdir, hash, sha256, random_bytes, getpid,

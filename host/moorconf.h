@@ -105,6 +105,27 @@
 #ifndef MOOR_STORE_WAL_WAIT_MS
 #define MOOR_STORE_WAL_WAIT_MS 5000     /* how long opening retries switching a file to WAL while another opens it */
 #endif
+#ifndef MOOR_STORE_STMT_SETS
+#define MOOR_STORE_STMT_SETS 32         /* prepared statements kept per database: sets (a power of 2) ... */
+#endif
+#ifndef MOOR_STORE_STMT_WAYS
+#define MOOR_STORE_STMT_WAYS 4          /* ... times statements per set (lua/moor/store.lua has about 50) */
+#endif
+#ifndef MOOR_STORE_STMT_SQL_MAX
+#define MOOR_STORE_STMT_SQL_MAX 4096    /* longer SQL (a long IN list) is prepared for one use, not kept */
+#endif
+/* glibc's malloc gives the top of its heap back to the system once more than
+ * its trim threshold is free there, and takes it back as page faults on the
+ * next commit (SQLite's page cache, a round's Lua garbage): about 7 faults a
+ * commit under `moor dev`. A read-write open sets these (mallopt, process-
+ * wide) unless $GLIBC_TUNABLES names malloc's own; 0 leaves malloc alone. */
+#ifndef MOOR_MALLOC_TRIM_THRESHOLD
+#define MOOR_MALLOC_TRIM_THRESHOLD (8 * 1024 * 1024) /* free bytes kept at the heap's top */
+#endif
+#ifndef MOOR_MALLOC_MMAP_THRESHOLD
+#define MOOR_MALLOC_MMAP_THRESHOLD (4 * 1024 * 1024) /* larger blocks are mmap'd (setting the trim threshold
+                                                        stops glibc adjusting this one itself) */
+#endif
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
 #endif

@@ -8,6 +8,16 @@
 
 #include "moorconf.h"
 
+/* One cached statement: its SQL text (a copy, the key) and when it was last
+ * handed out (for eviction). */
+typedef struct moor_store_stmt {
+  sqlite3_stmt *st;
+  char *sql;
+  size_t len;
+  unsigned hash;
+  unsigned long used;
+} moor_store_stmt;
+
 typedef struct moor_store {
   sqlite3 *db;
   int in_tx;             /* a write transaction is open (group commit) */
@@ -16,6 +26,11 @@ typedef struct moor_store {
   sqlite3_stmt *commit;
   sqlite3_stmt *events;  /* SELECT ... FROM event_log WHERE run_id=? */
   sqlite3_stmt *blob;    /* INSERT INTO blobs: a large event payload */
+  /* Statements by SQL text (moor_store_prepare): a set-associative table of
+   * MOOR_STORE_STMT_SETS x MOOR_STORE_STMT_WAYS, least recently used out. */
+  moor_store_stmt stmts[MOOR_STORE_STMT_SETS * MOOR_STORE_STMT_WAYS];
+  unsigned long stmt_clock;
+  long prepared;         /* statements prepared since open, cached or not */
   char err[512];
 } moor_store;
 
@@ -28,6 +43,14 @@ int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
  * cleared) and err says why: nothing of it was recorded. */
 int moor_store_commit(moor_store *s);
 void moor_store_rollback(moor_store *s); /* drop the open transaction, if any */
+/* The statement for sql (len bytes), prepared once per database and kept
+ * (SQLITE_PREPARE_PERSISTENT), reset and without bindings. *owned is 0 for a
+ * kept one (give it back with moor_store_release) and 1 for SQL too long to
+ * keep (MOOR_STORE_STMT_SQL_MAX: the caller finalizes it). On failure
+ * MOOR_EIO, and sqlite3_errmsg(s->db) says why. */
+int moor_store_prepare(moor_store *s, const char *sql, size_t len, sqlite3_stmt **st, int *owned);
+/* Done with a statement from moor_store_prepare: reset (its read ends) or finalized. */
+void moor_store_release(moor_store *s, sqlite3_stmt *st, int owned);
 /* A payload over MOOR_BLOB_MIN bytes (moorconf.h) goes to the blobs table;
  * the view event_log reads every payload back, wherever it is kept. */
 int moor_store_append(moor_store *s, const char *run_id, long long seq, long long op,

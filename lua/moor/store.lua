@@ -162,7 +162,11 @@ function M.withdraw_input(request_id, t)
 end
 
 --- Withdraw every pending question of a run; returns the rows { request_id } withdrawn.
+-- (Most runs end with none: a read first spares the UPDATE ... RETURNING its
+-- temporary table.)
 function M.withdraw_run_inputs(run_id, t)
+  local rows, err = query("SELECT 1 FROM inputs WHERE status='pending' AND run_id=? LIMIT 1", run_id)
+  if not rows or #rows == 0 then return rows, err end
   return exec("UPDATE inputs SET status='cancelled', resolved=? WHERE run_id=? AND status='pending' "
     .. "RETURNING request_id", t, run_id)
 end
@@ -224,8 +228,11 @@ function M.close_hook(token)
   return exec("UPDATE hooks SET closed=1 WHERE token=?", token)
 end
 
---- Close a run's hooks; returns the rows { token } closed.
+--- Close a run's hooks; returns the rows { token } closed (read first, as
+-- withdraw_run_inputs).
 function M.close_hooks(run_id)
+  local rows, err = query("SELECT 1 FROM hooks WHERE run_id=? LIMIT 1", run_id)
+  if not rows or #rows == 0 then return rows, err end
   return exec("UPDATE hooks SET closed=1 WHERE run_id=? RETURNING token", run_id)
 end
 

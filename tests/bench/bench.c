@@ -4,9 +4,13 @@
  *   moor_bench [AGENT_DIR [TASK_AGENT_DIR [WORKFLOW_AGENT_DIR]]]
  *   (defaults: tests/bench/agent, tests/bench/task_agent, tests/bench/workflow_agent)
  */
+#define _GNU_SOURCE /* dlsym(RTLD_NEXT): the SQLite counters below */
 #include "moor.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +30,56 @@ static long rss_kib(void) {
   if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
   fclose(f);
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* What the store costs, counted beneath the engine: this program's own
+ * definitions of three SQLite entry points take the calls moor's (static)
+ * library makes, count them and pass them on. Statements prepared; WAL
+ * frames (pages) each commit appends, from a WAL hook that also does what
+ * SQLite's default one does (a passive checkpoint at 1,000 frames). */
+static long n_prepared, n_commits, n_frames, wal_prev;
+
+int sqlite3_prepare_v2(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail) {
+  static int (*real)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "sqlite3_prepare_v2");
+  n_prepared++;
+  return real(db, sql, n, st, tail);
+}
+
+int sqlite3_prepare_v3(sqlite3 *db, const char *sql, int n, unsigned flags, sqlite3_stmt **st, const char **tail) {
+  static int (*real)(sqlite3 *, const char *, int, unsigned, sqlite3_stmt **, const char **);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "sqlite3_prepare_v3");
+  n_prepared++;
+  return real(db, sql, n, flags, st, tail);
+}
+
+static int wal_hook(void *ud, sqlite3 *db, const char *name, int frames) {
+  (void)ud;
+  n_commits++;
+  n_frames += frames < wal_prev ? frames : frames - wal_prev; /* (fewer: the WAL started over) */
+  wal_prev = frames;
+  if (frames >= 1000) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+  return SQLITE_OK;
+}
+
+int sqlite3_open_v2(const char *path, sqlite3 **db, int flags, const char *vfs) {
+  static int (*real)(const char *, sqlite3 **, int, const char *);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "sqlite3_open_v2");
+  int rc = real(path, db, flags, vfs);
+  wal_prev = 0;
+  if (rc == SQLITE_OK) sqlite3_wal_hook(*db, wal_hook, NULL);
+  return rc;
+}
+
+static long minflt(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 static const char *agent = "tests/bench/agent";
@@ -135,11 +189,15 @@ int main(int argc, char **argv) {
 
   /* 1. One run of 10,000 trivial steps: each step is its own commit. */
   moor *m = open_db("one.db", MOOR_DURABILITY_NORMAL);
+  long flt0 = minflt(), prep0 = n_prepared, com0 = n_commits, fr0 = n_frames;
   double t0 = now_s();
   call(m, "{\"n\":10000}");
   check(m, moor_run(m));
   double one = now_s() - t0;
+  long commits = n_commits - com0;
   printf("one run, 10,000 steps:            %8.1f us/step   (target <= 50)\n", one / 10000 * 1e6);
+  printf("  (%ld commits: %.2f page faults, %.2f WAL pages per commit; %ld statements prepared)\n", commits,
+         (double)(minflt() - flt0) / commits, (double)(n_frames - fr0) / commits, n_prepared - prep0);
   moor_close(m);
 
   /* 2. 100 concurrent runs of 100 steps: results of one round share a commit. */
@@ -149,11 +207,14 @@ int main(int argc, char **argv) {
     char db[32];
     snprintf(db, sizeof db, "conc-%s.db", names[d]);
     m = open_db(db, d);
+    com0 = n_commits, fr0 = n_frames, flt0 = minflt();
     t0 = now_s();
     for (int i = 0; i < 100; i++) call(m, "{\"n\":100}");
     check(m, moor_run(m));
     rate[d] = 10000 / (now_s() - t0);
-    printf("100 concurrent runs, sync=%-6s  %8.0f steps/s\n", names[d], rate[d]);
+    commits = n_commits - com0;
+    printf("100 concurrent runs, sync=%-6s  %8.0f steps/s  (%ld commits: %.1f WAL pages, %.1f page faults each)\n",
+           names[d], rate[d], commits, (double)(n_frames - fr0) / commits, (double)(minflt() - flt0) / commits);
     moor_close(m);
   }
   printf("  full / normal:                  %8.2f\n", rate[1] / rate[0]);
@@ -178,6 +239,7 @@ int main(int argc, char **argv) {
   /* 4. Memory: 10,000 runs parked on a sleep. */
   m = open_db("park.db", MOOR_DURABILITY_NORMAL);
   check(m, moor_tick(m, &due));
+  malloc_trim(0); /* (the free heap MOOR_MALLOC_TRIM_THRESHOLD keeps would hide growth) */
   long before = rss_kib();
   for (int i = 0; i < 10000; i++) call(m, "{\"n\":0,\"park\":\"1h\"}");
   check(m, moor_tick(m, &due));
@@ -352,6 +414,66 @@ int main(int argc, char **argv) {
   printf("workflow ctx.agent, 100 in ctx.all: %7.0f us/call\n", (wf_all - wf_none) / 100 * 1e6);
   printf("  (the same 100 from an authored task tool: %.0f us/call; a task with none: %.0f us)\n",
          (direct_seq - direct_none) / 100 * 1e6, direct_none * 1e6);
+  moor_close(m);
+
+  /* 10. The store's share of a short run (issue 13): 2,000 runs of one step,
+   * each from moor_call to moor_run's return (its result checked after),
+   * with the statements SQLite prepared and the page faults taken meanwhile;
+   * then a restart that resumes 1,000 runs parked on a question and 1,000 on
+   * a hook (their rows read back: questions, hooks, deliveries). */
+  enum { ONE_N = 2000, PARK_N = 1000 };
+  m = open_db("short.db", MOOR_DURABILITY_NORMAL);
+  static double lat[ONE_N];
+  long prep_runs = 0, flt_runs = 0, com_runs = 0, fr_runs = 0;
+  for (int i = -200; i < ONE_N; i++) { /* (200 to warm up) */
+    char id[64];
+    long p = n_prepared, f = minflt(), c = n_commits, w = n_frames;
+    t0 = now_s();
+    check(m, moor_call(m, "steps", "{\"n\":1}", id, sizeof id));
+    check(m, moor_run(m));
+    double dt = now_s() - t0;
+    if (i >= 0) {
+      lat[i] = dt;
+      prep_runs += n_prepared - p;
+      flt_runs += minflt() - f;
+      com_runs += n_commits - c;
+      fr_runs += n_frames - w;
+    }
+    char *status = NULL, *json = NULL;
+    check(m, moor_run_info(m, id, &status, &json));
+    if (!status || strcmp(status, "completed")) {
+      fprintf(stderr, "bench: a 1-step run ended %s\n", status ? status : "?");
+      return 1;
+    }
+    free(status);
+    free(json);
+  }
+  double sum = 0;
+  for (int i = 0; i < ONE_N; i++) sum += lat[i];
+  qsort(lat, ONE_N, sizeof lat[0], cmp_double);
+  printf("1-step run, moor_call to result:  %8.1f us/run    (p50 %.1f, p99 %.1f; target <= 80)\n",
+         sum / ONE_N * 1e6, lat[ONE_N / 2] * 1e6, lat[ONE_N * 99 / 100] * 1e6);
+  printf("  (per run: %.2f statements prepared, %.2f commits; %.2f page faults, %.2f WAL pages per commit)\n",
+         (double)prep_runs / ONE_N, (double)com_runs / ONE_N, (double)flt_runs / com_runs,
+         (double)fr_runs / com_runs);
+  moor_close(m);
+  m = open_db("restart.db", MOOR_DURABILITY_NORMAL);
+  for (int i = 0; i < PARK_N; i++) {
+    char id[64];
+    check(m, moor_call(m, "ask", "{}", id, sizeof id));
+    check(m, moor_call(m, "webhook", "{\"mode\":\"queue\"}", id, sizeof id));
+  }
+  check(m, moor_run(m));
+  moor_close(m);
+  m = open_db("restart.db", MOOR_DURABILITY_NORMAL);
+  long p = n_prepared;
+  t0 = now_s();
+  check(m, moor_resume_all(m));
+  check(m, moor_run(m));
+  double resumed = now_s() - t0;
+  printf("restart, %d parked runs resumed: %8.1f us/run    (half on a question, half on a hook; "
+         "%.2f statements prepared per run)\n", 2 * PARK_N, resumed / (2 * PARK_N) * 1e6,
+         (double)(n_prepared - p) / (2 * PARK_N));
   moor_close(m);
 
   char cmd[128];
