@@ -2,7 +2,7 @@
 -- thread until all are parked, hand replaying runs their next logged
 -- result, commit the batch and deliver its results one at a time, then hand
 -- committed events to their listeners. Returns when to call it again.
-local core = require "moor.core"
+local clock = require "moor.clock"
 local conf = require "moor.conf"
 local errors = require "moor.errors"
 local log = require "moor.engine.log"
@@ -14,7 +14,7 @@ local S = require "moor.engine.state"
 
 local M = {}
 
-local now_ms = core.now
+local now_ms = clock.now
 local resume_thread = ops.resume_thread
 
 -- Run every ready thread until all are parked.
