@@ -52,6 +52,7 @@ build = {
     ["moor.authoring.task"] = "lua/moor/authoring/task.lua",
     ["moor.authoring.outputs"] = "lua/moor/authoring/outputs.lua",
     ["moor.cli"] = "lua/moor/cli.lua",
+    ["moor.clock"] = "lua/moor/clock.lua",
     ["moor.conf"] = "lua/moor/conf.lua",
     ["moor.duration"] = "lua/moor/duration.lua",
     ["moor.engine"] = "lua/moor/engine/init.lua",

@@ -4,8 +4,9 @@
 --   local result, err, run = t.call(tool, { n = 1 })
 --
 -- Runs use the test database `moor test` opened, and the real engine: steps
--- are recorded, timers really wait (use short durations), and t.restart(run)
--- drops a run from memory and replays it from its log.
+-- are recorded, timers really wait (use short durations) unless the spec
+-- calls t.useVirtualClock() and moves time with t.advance("4h"), and
+-- t.restart(run) drops a run from memory and replays it from its log.
 local define = require "moor.authoring.define"
 local engine = require "moor.engine"
 local session = require "moor.session"
@@ -17,6 +18,9 @@ local loader = require "moor.loader"
 local harness_host = require "moor.harness.host"
 local harness_script = require "moor.harness.script"
 local tokens = require "moor.auth.tokens"
+local clock = require "moor.clock"
+local duration = require "moor.duration"
+local S = require "moor.engine.state"
 
 local M = {}
 
@@ -38,17 +42,103 @@ local function resolve(tool)
   return tool.name
 end
 
+-- Steps waiting on I/O, or harness agents' turns under way: real work that
+-- reports back into a run, which the virtual clock waits for in real time.
+local function busy() return S.io_inflight > 0 or S.outside > 0 end
+
+-- On the virtual clock: tick until nothing is ready now and no real work is
+-- under way (waiting at most REAL_WAIT ms of real time for it); returns ms
+-- until the next timer, or nil.
+local REAL_WAIT = 60000
+local function settle()
+  local deadline = core.mono() + REAL_WAIT * 1000
+  while true do
+    local due = engine.tick()
+    if busy() then
+      if core.mono() > deadline then
+        error(("moor.testing: real work (a step's I/O, a harness agent's turn) is still under way after %d ms")
+          :format(REAL_WAIT), 3)
+      end
+      core.wait(math.min(due or 5, 5))
+    elseif due ~= 0 then
+      return due
+    end
+  end
+end
+
 --- Drive the engine until run id settles, or parks: nothing is due within
--- max_wait ms (default 2000; a run asleep for an hour counts as parked).
+-- max_wait ms (default 2000; a run asleep for an hour counts as parked). On
+-- the virtual clock a run waiting on a timer is parked: t.advance moves it.
 function M.drive(id, max_wait)
   max_wait = max_wait or 2000
   while true do
+    if clock.is_virtual() then
+      settle()
+      return engine.run_status(id)
+    end
     local due = engine.tick()
     local status = engine.run_status(id)
     if status ~= "running" then return status end
     if not due or due > max_wait then return status end
     core.wait(due)
   end
+end
+
+-- busted's instance (`moor test` loaded it; nothing here when specs run
+-- otherwise), to restore the wall clock when a spec ends.
+local restore_subscribed = false
+local function restore_after_spec()
+  if restore_subscribed then return end
+  local busted = package.loaded["busted"]
+  local subscribe = type(busted) == "table" and busted.subscribe
+  if not subscribe then return end
+  restore_subscribed = true
+  subscribe({ "test", "end" }, function()
+    clock.use_wall()
+    return nil, true
+  end)
+end
+
+--- Run the engine on a virtual clock for the rest of this spec (the `it`;
+-- the wall clock is back when it ends, or after t.useRealClock()). It
+-- starts at start_ms (ms since the epoch; default: now) and moves only with
+-- t.advance: timers, step retries, run and event times, and os.time/os.date
+-- in bodies all read it. Returns the virtual now.
+function M.useVirtualClock(start_ms)
+  if start_ms ~= nil and math.type(start_ms) ~= "integer" then
+    error("t.useVirtualClock(start): start is ms since the epoch (an integer), or nothing for now", 2)
+  end
+  clock.use_virtual(start_ms)
+  restore_after_spec()
+  return clock.now()
+end
+
+--- Back to the wall clock (timers recorded meanwhile fall due at their
+-- virtual due times, which are in the past or the future of the wall clock).
+function M.useRealClock() clock.use_wall() end
+
+--- The engine's now (ms since the epoch): the virtual clock's when it is on.
+function M.now() return clock.now() end
+
+--- Move the virtual clock forward by d ("4h", "90s", or ms), firing every
+-- timer that falls due on the way in due order, each at its own due time,
+-- with the engine run to quiescence after each (so what a timer starts,
+-- a step or a later timer, happens at that time). Returns the virtual now.
+function M.advance(d)
+  if not clock.is_virtual() then
+    error("t.advance needs the virtual clock: call t.useVirtualClock() first in this spec", 2)
+  end
+  local ms, err = duration.parse(d)
+  if not ms then error("t.advance: " .. err, 2) end
+  local target = clock.now() + ms
+  while true do
+    local due = settle()
+    if not due or clock.now() + due > target then break end
+    clock.set(clock.now() + due)
+  end
+  clock.set(target)
+  settle()
+  return clock.now()
 end
 
 local function outcome(id)
@@ -183,8 +273,8 @@ function M.workflow(tool, input, opts)
     if engine.run_status(id) ~= "running" then break end
     if harness_host.busy() then
       core.wait(math.min(due or 5, 5))
-    elseif due and due <= 2000 then
-      core.wait(due)
+    elseif due and (due == 0 or (due <= 2000 and not clock.is_virtual())) then
+      core.wait(due) -- (on the virtual clock a timer waits for t.advance)
     else
       break
     end

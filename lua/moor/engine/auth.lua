@@ -12,7 +12,7 @@
 -- read the stored token instead of exchanging the code again. Replay
 -- rebuilds all of it from those three events. A run that ends closes its
 -- callback (waits.release), so a late callback gets 404 and changes nothing.
-local core = require "moor.core"
+local clock = require "moor.clock"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local conf = require "moor.conf"
@@ -25,7 +25,7 @@ local S = require "moor.engine.state"
 local M = {}
 
 local encode, decode = json.encode, json.decode
-local now_ms = core.now
+local now_ms = clock.now
 local append, fail = log.append, errors.fail
 
 local exec_step       -- steps.lua's, given by M.install

@@ -6,13 +6,14 @@
 -- parent's log here, as they are appended.
 local store = require "moor.store"
 local core = require "moor.core"
+local clock = require "moor.clock"
 local json = require "moor.json"
 local S = require "moor.engine.state"
 
 local M = {}
 
 local encode = json.encode
-local now_ms = core.now
+local now_ms = clock.now
 
 -- Log kinds that carry an op's result, and the op kind each event belongs to.
 M.COMPLETIONS = { ["step.result"] = true, ["step.error"] = true, ["timer.fired"] = true,

@@ -8,6 +8,7 @@
 -- committed but not handed over yet) for the next round to go on with, in
 -- the same order an unbudgeted round would have taken.
 local core = require "moor.core"
+local clock = require "moor.clock"
 local errors = require "moor.errors"
 local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
@@ -18,8 +19,8 @@ local S = require "moor.engine.state"
 
 local M = {}
 
-local now_ms = core.now
-local mono = core.mono
+local now_ms = clock.now -- (the virtual clock of moor.testing when a spec asks for it)
+local mono = core.mono   -- (a budget is real time)
 local resume_thread = ops.resume_thread
 
 -- core.mono() (µs) at which a budgeted round stops; false while it drains.

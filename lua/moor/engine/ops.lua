@@ -4,7 +4,7 @@
 -- marker) or parks the thread and starts the live work: a step, a sleep, a
 -- question, a hook, a child run. Also futures (moor.async, race, all) and
 -- resuming a body's thread until it parks.
-local core = require "moor.core"
+local clock = require "moor.clock"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local log = require "moor.engine.log"
@@ -22,7 +22,7 @@ local M = {}
 local co_resume, co_status, co_yield, co_close = coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
 local pack, unpack = table.pack, table.unpack
 local encode = json.encode
-local now_ms = core.now
+local now_ms = clock.now
 local OP, TASK_MESSAGE = S.OP, S.TASK_MESSAGE
 local POST_POLICY = { retries = 0, backoff = 0, factor = 1, maxBackoff = 0 }
 

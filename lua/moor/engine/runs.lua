@@ -5,6 +5,7 @@
 -- The world's entry points here return true, or nil and err = { code, message }.
 local store = require "moor.store"
 local core = require "moor.core"
+local clock = require "moor.clock"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local schema = require "moor.schema"
@@ -21,7 +22,7 @@ local M = {}
 
 local co_status, co_close = coroutine.status, coroutine.close
 local encode, decode = json.encode, json.decode
-local now_ms = core.now
+local now_ms = clock.now
 local append, complete, ready = log.append, sched.complete, sched.ready
 
 M.TOO_LARGE = "; return a summary, or write the data to a file and return its path "

@@ -1,7 +1,7 @@
 --- Steps and progress: running a step's function in its own coroutine
 -- (parking it on I/O when it yields IO), recording its result or error,
 -- retrying it on a timer with backoff, and recording progress snapshots.
-local core = require "moor.core"
+local clock = require "moor.clock"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local duration = require "moor.duration"
@@ -20,7 +20,7 @@ local co_create, co_resume, co_status, co_yield, co_close =
   coroutine.create, coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
 local pack, unpack = table.pack, table.unpack
 local encode = json.encode
-local now_ms = core.now
+local now_ms = clock.now
 local OP, IO, TASK_MESSAGE = S.OP, S.IO, S.TASK_MESSAGE
 
 --- A progress snapshot v from run r's body or step. Returns false when the

@@ -5,6 +5,7 @@
 -- which return true, or nil and err = { code, message } (moor.errors.fail).
 local store = require "moor.store"
 local core = require "moor.core"
+local clock = require "moor.clock"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local conf = require "moor.conf"
@@ -15,7 +16,7 @@ local S = require "moor.engine.state"
 local M = {}
 
 local encode, decode = json.encode, json.decode
-local now_ms = core.now
+local now_ms = clock.now
 local append, complete, fail = log.append, sched.complete, errors.fail
 
 local function request_id(r, n)

@@ -94,6 +94,24 @@ function testing.outcome(runId) end
 ---@return integer|nil dueMs
 function testing.step() end
 
+--- Run the engine on a virtual clock for the rest of this spec (the wall clock is back when it ends):
+--- timers, step retries, event times and os.time/os.date in bodies read it; only testing.advance moves it.
+---@param startMs? integer ms since the epoch (default: now)
+---@return integer nowMs
+function testing.useVirtualClock(startMs) end
+
+--- Move the virtual clock forward, firing every timer due on the way at its own due time, in order.
+---@param d string|integer a duration ("4h", "20m", "250ms") or ms
+---@return integer nowMs
+function testing.advance(d) end
+
+--- Back to the wall clock within a spec.
+function testing.useRealClock() end
+
+--- The engine's now in ms since the epoch (the virtual clock's when it is on).
+---@return integer nowMs
+function testing.now() end
+
 --- Forget the run's in-memory state, replay it from its log, drive it on.
 ---@param runId string
 ---@return any result
