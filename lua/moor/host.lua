@@ -52,6 +52,7 @@ function M.serving(url)
   end
   conf.public_url = public and public:gsub("/$", "") or url
   conf.callback_url = conf.public_url .. "/v1/auth/callback" -- (providers return here after a sign-in)
+  conf.evict_rounds = true -- (a serving host's loop turns when the next parked run is to be evicted)
   http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
 end
 

@@ -13,6 +13,7 @@
 --   replay.lua   loading a run from its log and handing results over in log order
 --   ops.lua      where an op is answered; futures; resuming a body's thread
 --   loop.lua     the scheduler round (tick)
+--   evict.lua    parked runs leave memory, and are replayed when reached
 --   inspect.lua  read-only views of runs for the API and the CLI
 --
 -- The op protocol (DESIGN.md): a body yields (OP, kind, name, spec) to ask
@@ -41,6 +42,7 @@ local steps = require "moor.engine.steps"
 local replay = require "moor.engine.replay"
 local ops = require "moor.engine.ops"
 local loop = require "moor.engine.loop"
+local evict = require "moor.engine.evict"
 local inspect = require "moor.engine.inspect"
 local auth = require "moor.engine.auth"
 
@@ -95,7 +97,17 @@ function M.on_run_end(fn) S.on_end[#S.on_end + 1] = fn end
 --- Work outside the engine that will report back into a run (a harness
 -- agent's turn) starts (+1) or ends (-1): while any is under way, tick's due
 -- stays within a second, so moor_run and moor call keep the loop turning.
-function M.outside(delta) S.outside = S.outside + delta end
+-- run_id: the run it reports into, which is never evicted meanwhile.
+function M.outside(delta, run_id)
+  S.outside = S.outside + delta
+  if run_id then
+    local n = (S.pinned[run_id] or 0) + delta
+    S.pinned[run_id] = n > 0 and n or nil
+  end
+end
+--- Whether run id is evicted now: out of memory until its timer falls due
+-- or the world reaches it (engine/evict.lua).
+M.evicted = evict.is_evicted
 
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs
@@ -118,15 +130,18 @@ function M.shutdown()
   if not ok then error("cannot commit the last writes: " .. tostring(err), 0) end
 end
 
---- Runs in memory and timers pending (settled runs' timers swept first).
+--- Runs in memory and timers pending (settled runs' timers swept first),
+-- runs evicted now, and evictions and wakes since the start.
 function M.stats()
   timers.compact()
-  return { runs = S.nruns, timers = timers.count() }
+  local e = evict.stats()
+  return { runs = S.nruns, timers = timers.count(), evicted = e.evicted, evictions = e.evictions, wakes = e.wakes }
 end
 
 -- Tunables live in moor.conf (engine.MAX_RESULT = ... in a spec writes
 -- there); the store's state in the log.
-local CONF = { MAX_RESULT = true, CANCEL_GRACE = true, public_url = true, HARNESS_TOOL_MAX_RESULT = true }
+local CONF = { MAX_RESULT = true, CANCEL_GRACE = true, public_url = true, HARNESS_TOOL_MAX_RESULT = true,
+  EVICT_IDLE_MS = true, MAX_PARKED_LIVE = true }
 setmetatable(M, {
   __index = function(_, k)
     if CONF[k] then return conf[k] end

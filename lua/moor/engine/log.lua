@@ -98,6 +98,11 @@ M.append = append
 --- Append to the log of a run that is not in memory (no process drives it, or
 -- it has not been resumed yet); `moor resume` replays it in order.
 function M.append_offline(run_id, op, kind, name, payload)
+  -- (mirrored onto its parent's log as append does: an evicted child's answer)
+  local row = MIRROR[kind] and store.run(run_id)
+  if row and row.parent_id then
+    mirror({ id = row.id, parent_id = row.parent_id, tool_name = row.tool, call_id = row.call_id }, kind, payload)
+  end
   local ok, err = store.append(run_id, store.last_seq(run_id) + 1, op, kind, name, payload, now_ms())
   if not ok then error("cannot record event: " .. tostring(err), 0) end
 end

@@ -8,6 +8,7 @@ local errors = require "moor.errors"
 local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
 local replay = require "moor.engine.replay"
+local evict = require "moor.engine.evict"
 local ops = require "moor.engine.ops"
 local sched = require "moor.engine.sched"
 local S = require "moor.engine.state"
@@ -95,7 +96,9 @@ function M.tick()
   local reloads = log.take_reloads()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
+  evict.round(now)
   timers.fire_due(now)
+  evict.load_woken() -- (evicted runs a timer or the world reached: replayed from their logs)
   release_paused()
   local failed = false
   while true do
@@ -111,10 +114,13 @@ function M.tick()
   end
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
+  local evict_due = evict.sweep() -- (runs parked too long leave memory)
   local due = timers.next_due()
   if #S.later > 0 then due = now_ms() end -- a paused thread goes on at the next tick
   ticks = ticks + 1
   if ticks % conf.COMPACT_EVERY == 0 then timers.compact(); due = timers.next_due() end
+  if evict.pending() then due = now_ms() end -- (runs reached during the round: loaded at the next)
+  if evict_due and conf.evict_rounds and (not due or evict_due < due) then due = evict_due end
   local store_error = failed and log.store_error or nil
   if due then
     local d = due - now_ms()

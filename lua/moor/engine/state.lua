@@ -26,6 +26,12 @@ S.later = {}            -- threads that paused (moor.pause) until the loop turns
 S.holding = {}          -- runs holding results back while a thread of theirs is paused
 S.on_end = {}           -- functions called with a run's id when it ends (engine.on_run_end)
 S.discards = 0          -- failed commits taken back so far (counts kept from the database go stale)
+-- eviction (engine/evict.lua): runs out of memory until something reaches them
+S.evicted = {}          -- id -> its timer entry, or true: an evicted run
+S.nevicted = 0
+S.pinned = {}           -- id -> count: outside work held in memory for the run (a harness turn): never evicted
+S.wake = function() end -- S.wake(id): an evicted run is reached (evict.lua sets these two)
+S.forget = function() end
 
 -- These four are false, never nil, when unset: a field set to nil leaves S's
 -- hash part at the next rehash, and setting it again then rehashes S (twice
@@ -43,6 +49,15 @@ function S.drop(r)
   if S.runs[r.id] then
     S.runs[r.id] = nil
     S.nruns = S.nruns - 1
+  end
+  S.forget(r)
+end
+
+--- Run id is no longer evicted (it is loaded again, or has ended).
+function S.unevict(id)
+  if S.evicted[id] ~= nil then
+    S.evicted[id] = nil
+    S.nevicted = S.nevicted - 1
   end
 end
 

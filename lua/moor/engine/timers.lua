@@ -37,10 +37,27 @@ local function pop()
   return top
 end
 
---- Call fire() at due (ms) unless run r has settled by then.
+--- Call fire() at due (ms) unless run r has settled by then. The run keeps
+-- its timers (r.timers, fired ones pruned now and then) for eviction.
 function M.add(r, due, fire)
   local t = { due = due, run = r, fire = fire }
   push(t)
+  local ts = r.timers
+  if not ts then
+    r.timers = { t }
+  else
+    local n = #ts
+    if n >= 8 then
+      local k = 0
+      for i = 1, n do
+        local x = ts[i]
+        ts[i] = nil
+        if not x.fired then k = k + 1; ts[k] = x end
+      end
+      n = k
+    end
+    ts[n + 1] = t
+  end
   return t
 end
 
@@ -48,6 +65,7 @@ end
 function M.fire_due(now)
   while nheap > 0 and heap[1].due <= now do
     local t = pop()
+    t.fired = true
     if not t.run.settled then t.fire() end
   end
 end
