@@ -188,6 +188,18 @@ describe("an evicted run and a resident run", function()
     assert.are.same({ answered = false }, r.result)
   end)
 
+  it("agree for a step retried after its backoff (the retry's timer loads it)", function()
+    local attempts = 0
+    local flaky = moor.step("flaky", function()
+      attempts = attempts + 1
+      if attempts % 2 == 1 then error(moor.RetryableError { message = "not yet", retryAfter = "150ms" }) end
+      return "ok"
+    end)
+    local r = twice(workflow("evict_retry", function() return { v = flaky() } end))
+    assert.are.same({ v = "ok" }, r.result)
+    assert.are.equal(4, attempts)
+  end)
+
   it("agree for a cancel whose cleanup runs a step", function()
     local cleanup = moor.step("cleanup", function() return "cleaned" end)
     local r = twice(workflow("evict_cancel", function(_, ctx)
@@ -280,6 +292,30 @@ describe("eviction", function()
     end)
     engine.MAX_PARKED_LIVE = saved_max
     if not ok then error(err, 0) end
+  end)
+
+  it("leaves a run in its cancel's grace period in memory", function()
+    engine.EVICT_IDLE_MS = 0
+    local gate = moor.step("gate", function()
+      return engine.io(function(resume) core.after(100, function() resume("gated") end) end)
+    end)
+    local id = assert(t.start(workflow("evict_grace", function(_, ctx)
+      local _, e = pcall(ctx.ask, { prompt = "Hold?", options = OPTIONS })
+      gate() -- cleanup: a step on I/O, in the grace period
+      error(e, 0)
+    end), {}))
+    engine.tick()
+    assert.is_true(engine.evicted(id))
+    assert.is_true(t.cancel(id))
+    engine.tick()
+    assert.is_false(engine.evicted(id))
+    for _ = 1, 100 do
+      if t.drive(id) ~= "running" then break end
+      assert.is_false(engine.evicted(id))
+      core.wait(5)
+    end
+    local _, e = t.outcome(id)
+    assert.are.equal("Cancelled", e.code)
   end)
 
   it("leaves a run whose step is on I/O in memory", function()
