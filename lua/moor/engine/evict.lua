@@ -176,7 +176,9 @@ function M.sweep()
   end
   if not head then return nil end
   if S.nruns > max and evicted > 0 then return now end
-  return act[head] + idle
+  -- (at most a round a second for this: a head that cannot leave yet is looked at again then)
+  local due = act[head] + idle
+  return due > now + 1000 and due or now + 1000
 end
 
 --- The round starts at now (ms).
