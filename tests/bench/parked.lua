@@ -1,8 +1,9 @@
 -- Parked-runs benchmark (issue 13: "1,000,000 runs parked on sleeps and
 -- questions in under 1 GiB RSS, with new 1-step runs still answering in under
 -- 1 ms median / 10 ms p99 while they are parked"). Figures, not pass/fail.
--- Run with moor.core as a module of the stock lua5.4 (`make bench-parked`):
---   MOOR_DB=/tmp/p.db lua5.4 -e "package.cpath='build/lua/?.so;'..package.cpath" tests/bench/parked.lua [N]
+-- Run with moor.core as a module of the stock lua5.4 (`make bench` runs it with PARKED=100000 runs):
+--   MOOR_DB=/tmp/p.db lua5.4 -e "package.cpath='build/lua/?.so;'..package.cpath;
+--     package.path='lua/?.lua;lua/?/init.lua;'..package.path" tests/bench/parked.lua [N]
 -- N runs (default 1,000,000; half sleep for a day, half wait on a question)
 -- are started and parked; the engine's defaults evict them (MAX_PARKED_LIVE:
 -- beyond 10,000 in memory the least recently active go). Then 1,000 new

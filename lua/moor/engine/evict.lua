@@ -187,8 +187,21 @@ function M.round(now) clock = now end
 --- Whether evicted runs wait to be loaded again (the next round comes soon).
 function M.pending() return queue[1] ~= nil end
 
---- { evicted = runs out of memory now, evictions, wakes (since the start) }.
-function M.stats() return { evicted = S.nevicted, evictions = evictions, wakes = wakes } end
+--- engine.stats(): t with evicted (runs out of memory now), evictions and wakes (since the start).
+function M.stats(t)
+  t.evicted, t.evictions, t.wakes = S.nevicted, evictions, wakes
+  return t
+end
+
+--- engine.outside(delta, run_id): outside work that reports into run_id
+-- (a harness agent's turn) starts or ends; the run stays in memory meanwhile.
+function M.outside(delta, run_id)
+  S.outside = S.outside + delta
+  if run_id then
+    local n = (S.pinned[run_id] or 0) + delta
+    S.pinned[run_id] = n > 0 and n or nil
+  end
+end
 
 S.wake, S.forget = M.wake, M.forget
 

@@ -98,15 +98,8 @@ function M.on_run_end(fn) S.on_end[#S.on_end + 1] = fn end
 -- agent's turn) starts (+1) or ends (-1): while any is under way, tick's due
 -- stays within a second, so moor_run and moor call keep the loop turning.
 -- run_id: the run it reports into, which is never evicted meanwhile.
-function M.outside(delta, run_id)
-  S.outside = S.outside + delta
-  if run_id then
-    local n = (S.pinned[run_id] or 0) + delta
-    S.pinned[run_id] = n > 0 and n or nil
-  end
-end
---- Whether run id is evicted now: out of memory until its timer falls due
--- or the world reaches it (engine/evict.lua).
+M.outside = evict.outside
+--- Whether run id is evicted now (engine/evict.lua).
 M.evicted = evict.is_evicted
 
 -- the world's side: questions and deliveries
@@ -134,8 +127,7 @@ end
 -- runs evicted now, and evictions and wakes since the start.
 function M.stats()
   timers.compact()
-  local e = evict.stats()
-  return { runs = S.nruns, timers = timers.count(), evicted = e.evicted, evictions = e.evictions, wakes = e.wakes }
+  return evict.stats { runs = S.nruns, timers = timers.count() }
 end
 
 -- Tunables live in moor.conf (engine.MAX_RESULT = ... in a spec writes
