@@ -294,6 +294,22 @@ describe("eviction", function()
     if not ok then error(err, 0) end
   end)
 
+  it("leaves no timer behind once a woken run ends (moor_run would wait for it)", function()
+    engine.EVICT_IDLE_MS = 0
+    local base = engine.stats().timers
+    local id = assert(t.start(workflow("evict_long_race", function(_, ctx)
+      local pending = moor.async(ctx.ask, { prompt = "Now?", options = OPTIONS })
+      return moor.race { pending, moor.timer("4h") }
+    end), {}))
+    engine.tick()
+    assert.is_true(engine.evicted(id))
+    assert.are.equal(base + 1, engine.stats().timers) -- its one timer entry
+    answer_first(id)
+    t.drive(id)
+    assert.are.same({ status = "answered", optionId = "yes" }, (t.outcome(id)))
+    assert.are.equal(base, engine.stats().timers)
+  end)
+
   it("leaves a run in its cancel's grace period in memory", function()
     engine.EVICT_IDLE_MS = 0
     local gate = moor.step("gate", function()

@@ -38,8 +38,9 @@ local queue, queued = {}, {} -- evicted runs to load at the next round, in the o
 local evictions, wakes = 0, 0
 
 -- Timer entries of an evicted run: the one kept (it wakes the run) belongs to
--- LIVE, the others to DEAD (skipped and dropped by timers.lua).
-local LIVE, DEAD = { settled = false }, { settled = true }
+-- LIVE until the run is loaded again (S.unevict), the others to DEAD (skipped
+-- and dropped by timers.lua).
+local LIVE, DEAD = { settled = false }, S.SETTLED
 
 local function unlink(r)
   local p, n = prv[r], nxt[r]

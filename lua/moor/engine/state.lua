@@ -53,9 +53,15 @@ function S.drop(r)
   S.forget(r)
 end
 
---- Run id is no longer evicted (it is loaded again, or has ended).
+-- The owner of timer entries that never fire (timers.lua skips and drops them).
+S.SETTLED = { settled = true }
+
+--- Run id is no longer evicted (it is loaded again, or has ended): its timer
+-- entry, if it kept one, is dropped (a stale one would keep moor_run waiting).
 function S.unevict(id)
-  if S.evicted[id] ~= nil then
+  local e = S.evicted[id]
+  if e ~= nil then
+    if e ~= true then e.run, e.fire = S.SETTLED, nil end
     S.evicted[id] = nil
     S.nevicted = S.nevicted - 1
   end
