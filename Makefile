@@ -3,6 +3,7 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+PARKED ?= 100000
 DEMO_DB ?= $(BUILD)/demo.db
 PREFIX ?= /usr/local
 
@@ -43,6 +44,8 @@ bench: build
 	@rm -f $(BUILD)/bench-sandbox.db*
 	MOOR_DB=$(BUILD)/bench-sandbox.db lua5.4 -e "package.cpath='$(BUILD)/lua/?.so;'..package.cpath" tests/bench/sandbox.lua
 	lua5.4 tests/bench/harness.lua $(BUILD)/moor 1000
+	@rm -f $(BUILD)/bench-parked.db*
+	MOOR_DB=$(BUILD)/bench-parked.db lua5.4 -e "package.cpath='$(BUILD)/lua/?.so;'..package.cpath; package.path='lua/?.lua;lua/?/init.lua;'..package.path" tests/bench/parked.lua $(PARKED)
 	@command -v wrk >/dev/null || apt-get install -y wrk >/dev/null 2>&1 || \
 	  { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; } || \
 	  echo "wrk could not be installed: no requests/s figure"

@@ -45,6 +45,20 @@ M.public_url = public_url(os.getenv("MOOR_PUBLIC_URL")) or "http://127.0.0.1:" .
 M.MAX_QUEUED = 1000                   -- deliveries queued per hook or webhook token, not yet taken by its run
 M.MAX_QUEUED_BYTES = 4 * 1024 * 1024  -- bytes of queued delivery payloads per token
 M.MAX_DELIVERY = 1024 * 1024 + 65536  -- bytes of one delivery's payload as JSON (a 1 MiB body plus headers)
+-- Eviction (lua/moor/engine/evict.lua): a run parked this long, or any parked run beyond MAX_PARKED_LIVE
+-- runs in memory (least recently active first), leaves memory and is replayed from its log when its timer
+-- falls due or the world reaches it. EVICT_IDLE_MS < 0 turns eviction off.
+local function env_int(name, default)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return default end
+  local n = math.tointeger(tonumber(v))
+  if not n then error(("%s must be an integer, not '%s'"):format(name, v), 0) end
+  return n
+end
+M.EVICT_IDLE_MS = env_int("MOOR_EVICT_IDLE_MS", 30000) -- ms parked before a run is evicted ($MOOR_EVICT_IDLE_MS)
+M.MAX_PARKED_LIVE = env_int("MOOR_MAX_PARKED_LIVE", 10000) -- runs in memory beyond which parked ones are evicted
+M.EVICT_BATCH = 1024                  -- runs a scheduler round looks at for eviction, at most
+M.evict_rounds = false                -- tick's due includes the next eviction (moor dev sets it: it serves)
 -- open SSE streams per run (429 beyond): a client cannot pin the host with streams
 M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 0
 if M.MAX_STREAMS_PER_RUN <= 0 then M.MAX_STREAMS_PER_RUN = 32 end -- 0 or a non-positive value: the default

@@ -57,6 +57,7 @@ function M.serving(url)
   local _, lhost = http.split_origin(url or "")
   local wildcard = not public and (lhost == "0.0.0.0" or lhost == "[::]")
   conf.callback_url = not wildcard and (conf.public_url .. "/v1/auth/callback")
+  conf.evict_rounds = true -- (a serving host's loop turns when the next parked run is to be evicted)
   http.configure { url = url, token = os.getenv("MOOR_API_TOKEN"), public_url = public }
 end
 

@@ -13,6 +13,7 @@
 --   replay.lua   loading a run from its log and handing results over in log order
 --   ops.lua      where an op is answered; futures; resuming a body's thread
 --   loop.lua     the scheduler round (tick)
+--   evict.lua    parked runs leave memory, and are replayed when reached
 --   inspect.lua  read-only views of runs for the API and the CLI
 --
 -- The op protocol (DESIGN.md): a body yields (OP, kind, name, spec) to ask
@@ -41,6 +42,7 @@ local steps = require "moor.engine.steps"
 local replay = require "moor.engine.replay"
 local ops = require "moor.engine.ops"
 local loop = require "moor.engine.loop"
+local evict = require "moor.engine.evict"
 local inspect = require "moor.engine.inspect"
 local auth = require "moor.engine.auth"
 
@@ -61,11 +63,7 @@ M.random = runs.random
 function M.in_body() return S.in_body end
 function M.current() return S.in_body and S.current_run or nil end
 function M.step_info() return S.step_info or nil end
---- The body thread executing now may not wait on the world (a harness
--- tool's handler: seed 001 "What a handler can't do"): why, or false to lift it.
-function M.refuse_waits(why) local th = S.current_thread; if th then th.no_wait = why end end
---- Why the body thread executing now may not wait, or nil.
-function M.waits_refused() local th = S.current_thread; return th and th.no_wait or nil end
+M.refuse_waits, M.waits_refused = ops.refuse_waits, ops.waits_refused -- (a harness tool's handler)
 
 --- From a body: publish an event on the run's stream (a session's
 -- message.*, turn.*, action.result). Not an op: a replayed body publishes
@@ -98,7 +96,10 @@ function M.on_run_end(fn) S.on_end[#S.on_end + 1] = fn end
 --- Work outside the engine that will report back into a run (a harness
 -- agent's turn) starts (+1) or ends (-1): while any is under way, tick's due
 -- stays within a second, so moor_run and moor call keep the loop turning.
-function M.outside(delta) S.outside = S.outside + delta end
+-- run_id: the run it reports into, which is never evicted meanwhile.
+M.outside = evict.outside
+--- Whether run id is evicted now (engine/evict.lua).
+M.evicted = evict.is_evicted
 
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs
@@ -113,8 +114,7 @@ M.auth_on_forget, M.auth_withdraw = auth.on_forget, auth.withdraw
 M.events, M.run_info, M.run_status = inspect.events, inspect.run_info, inspect.run_status
 M.run_details, M.list_runs, M.list_events = inspect.run_details, inspect.list_runs, inspect.list_events
 
---- Commit what is still open: true, or nil and the cause.
-M.commit = log.commit
+M.commit = log.commit -- true, or nil and the cause
 
 --- Commit what is still open (before the host exits); raises when it cannot.
 function M.shutdown()
@@ -123,15 +123,17 @@ function M.shutdown()
 end
 
 --- Runs in memory and timers pending (an exact count: settled runs' timers
--- are not counted), and the timer heap's entries (settled runs' included,
--- when any has not left it yet).
+-- are not counted), the timer heap's entries (settled runs' included, when
+-- any has not left it yet), runs evicted now, and evictions and wakes since
+-- the start.
 function M.stats()
-  return { runs = S.nruns, timers = timers.count(), heap = timers.size() }
+  return evict.stats { runs = S.nruns, timers = timers.count(), heap = timers.size() }
 end
 
 -- Tunables live in moor.conf (engine.MAX_RESULT = ... in a spec writes
 -- there); the store's state in the log.
-local CONF = { MAX_RESULT = true, CANCEL_GRACE = true, public_url = true, HARNESS_TOOL_MAX_RESULT = true }
+local CONF = { MAX_RESULT = true, CANCEL_GRACE = true, public_url = true, HARNESS_TOOL_MAX_RESULT = true,
+  EVICT_IDLE_MS = true, MAX_PARKED_LIVE = true }
 setmetatable(M, {
   __index = function(_, k)
     if CONF[k] then return conf[k] end

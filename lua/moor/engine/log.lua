@@ -49,6 +49,19 @@ local MIRROR = { ["input.requested"] = true, ["input.resolved"] = true, ["progre
                  ["agent.started"] = true, ["authorization.required"] = true, ["authorization.completed"] = true }
 local append
 
+-- Append to the log of a run that is not in memory (evicted, or driven by
+-- nobody here): its next seq is read from the store. Handed to the listeners
+-- after the commit, as append's are (an evicted run's stream stays open).
+local function append_stored(run_id, op, kind, name, payload)
+  local seq, t = store.last_seq(run_id) + 1, now_ms()
+  local ok, err = store.append(run_id, seq, op, kind, name, payload, t)
+  if not ok then return nil, err end
+  if not tx_first then tx_first = nemitted + 1 end
+  nemitted = nemitted + 1
+  emitted[nemitted] = { run_id, seq, kind, name, payload, t, op }
+  return true
+end
+
 local function mirror(child, kind, payload)
   local m = MIRROR[kind]
   if not m then return end
@@ -63,8 +76,7 @@ local function mirror(child, kind, payload)
   else
     local row = store.run(child.parent_id)
     if row and row.status == "running" then
-      store.append(child.parent_id, store.last_seq(child.parent_id) + 1, nil, out_kind, child.tool_name, text,
-        now_ms())
+      append_stored(child.parent_id, nil, out_kind, child.tool_name, text)
     elseif row and row.parent_id and kind == "input.resolved" then
       -- A question withdrawn after its parent ended (a subagent's session
       -- cancelled once the workflow that opened it returned): on up, so the
@@ -127,7 +139,12 @@ end
 --- Append to the log of a run that is not in memory (no process drives it, or
 -- it has not been resumed yet); `moor resume` replays it in order.
 function M.append_offline(run_id, op, kind, name, payload)
-  local ok, err = store.append(run_id, store.last_seq(run_id) + 1, op, kind, name, payload, now_ms())
+  -- (mirrored onto its parent's log as append does: an evicted child's answer)
+  local row = MIRROR[kind] and store.run(run_id)
+  if row and row.parent_id then
+    mirror({ id = row.id, parent_id = row.parent_id, tool_name = row.tool, call_id = row.call_id }, kind, payload)
+  end
+  local ok, err = append_stored(run_id, op, kind, name, payload)
   if not ok then error("cannot record event: " .. tostring(err), 0) end
 end
 

@@ -9,10 +9,12 @@
 -- the same order an unbudgeted round would have taken.
 local core = require "moor.core"
 local clock = require "moor.clock"
+local conf = require "moor.conf"
 local errors = require "moor.errors"
 local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
 local replay = require "moor.engine.replay"
+local evict = require "moor.engine.evict"
 local ops = require "moor.engine.ops"
 local sched = require "moor.engine.sched"
 local S = require "moor.engine.state"
@@ -137,7 +139,9 @@ function M.tick(budget_us)
   local reloads = log.take_reloads()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
+  evict.round(now)
   local left = timers.fire_due(now, deadline, mono)
+  evict.load_woken() -- (evicted runs a timer or the world reached: replayed from their logs)
   release_paused()
   local failed = false
   while not left do
@@ -161,8 +165,11 @@ function M.tick(budget_us)
   deadline = false
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
+  local evict_due = evict.sweep() -- (runs parked too long leave memory)
   local due = timers.next_due()
   if #S.later > 0 or left then due = now_ms() end -- a paused thread, work left: the next tick goes on
+  if evict.pending() then due = now_ms() end -- (runs reached during the round: loaded at the next)
+  if evict_due and conf.evict_rounds and (not due or evict_due < due) then due = evict_due end
   local store_error = failed and log.store_error or nil
   if due then
     local d = due - now_ms()

@@ -14,6 +14,7 @@ local waits = require "moor.engine.waits"
 local runs = require "moor.engine.runs"
 local steps = require "moor.engine.steps"
 local replay = require "moor.engine.replay"
+local evict = require "moor.engine.evict"
 local auth = require "moor.engine.auth"
 local S = require "moor.engine.state"
 
@@ -31,6 +32,7 @@ local function post_message(r, msg)
   return waits.post_task_message(r, msg, r.id .. ":" .. S.step_info.seq)
 end
 local ready, live, finish_run = sched.ready, sched.live, runs.finish_run
+local touch = evict.touch
 
 ---------------------------------------------------------------------------
 -- futures: branches started with moor.async
@@ -75,6 +77,10 @@ local function start_live(r, n, kind, name, spec, rec)
       timers.add(r, due, fire_sleep(r, n))
     end)
   elseif kind == "ask" then
+    -- A question the log holds is only registered (r.asks, its signals): at
+    -- once, so a cancel or steer replayed before the replay ends withdraws
+    -- it as it did live.
+    if rec then return waits.start_ask(r, n, spec, rec) end
     live(r, function() if r.waiters[n] then waits.start_ask(r, n, spec, rec) end end)
   elseif kind == "hook" then
     live(r, function() if r.waiters[n] then waits.create_hook(r, n, spec) end end)
@@ -86,7 +92,12 @@ local function start_live(r, n, kind, name, spec, rec)
   elseif kind == "child" then
     live(r, function() if r.waiters[n] then runs.start_child(r, n, spec) end end)
   elseif kind == "child.await" then
-    live(r, function() if r.waiters[n] then runs.await_child(r, n, spec.runId) end end)
+    -- A wait the log holds is registered at once, so a cancel replayed before
+    -- the replay ends cancels the child as it did live.
+    if rec then r.child_waiting[spec.runId] = n end
+    live(r, function()
+      if r.waiters[n] and (not rec or r.child_waiting[spec.runId] == n) then runs.await_child(r, n, spec.runId) end
+    end)
   else
     finish_run(r, false, errors.new("UnknownOp", "unknown op kind '" .. tostring(kind) .. "'"))
   end
@@ -182,6 +193,7 @@ function M.resume_thread(th)
   local r = th.run
   r.nready = r.nready - 1
   if r.settled or th.dead then return end
+  touch(r) -- (the least recently active parked runs are evicted first)
   local co = th.co
   -- x1..x3 are what the pending yield returns: (ok, value, extra) for ops.
   local x1, x2, x3 = th.ok, th.v1, th.v2
@@ -212,6 +224,12 @@ function M.resume_thread(th)
     end
   end
 end
+
+--- The body thread executing now may not wait on the world (a harness
+-- tool's handler: seed 001 "What a handler can't do"): why, or false to lift it.
+function M.refuse_waits(why) local th = S.current_thread; if th then th.no_wait = why end end
+--- Why the body thread executing now may not wait, or nil.
+function M.waits_refused() local th = S.current_thread; return th and th.no_wait or nil end
 
 --- Yield an op to the engine (raises when not in a workflow body).
 function M.op(kind, name, spec)

@@ -103,6 +103,7 @@ function M.load_run(row)
   local r = runs.new_run(row, tool)
   local n, last_seq, ops, kinds, names, payloads, times = store.read_log(row.id)
   if not n then return nil, last_seq end
+  S.unevict(row.id) -- (an evicted run reached, or loaded by resume_all or t.restart)
   -- (before a missing tool fails the run: a task's end still reaches its session)
   if kinds[1] == "run.started" and payloads[1]:find('"session":', 1, true) then
     local p = decode(payloads[1])

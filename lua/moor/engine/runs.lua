@@ -55,7 +55,8 @@ end
 -- A child settled: the parent parked on it gets its outcome.
 local function notify_parent(child)
   local p = S.runs[child.parent_id]
-  local op = p and p.child_waiting[child.id]
+  if not p then return S.wake(child.parent_id) end -- (evicted: it looks the child up when it awaits it again)
+  local op = p.child_waiting[child.id]
   if not op then return end -- the parent looks the run up when it awaits it
   p.child_waiting[child.id] = nil
   complete(p, op, "child.settled", "await", settled_payload(store.run(child.id)))
@@ -333,7 +334,7 @@ function M.await_child(r, n, child_id)
 end
 
 -- Record a run-level event (run.cancel, run.abort) and deliver it in log
--- order; a run not in memory gets it when it resumes.
+-- order; a run not in memory gets it when it resumes. Returns true then.
 local function signal_run(run_id, kind)
   local r = S.runs[run_id]
   local payload = encode({ requested = now_ms() })
@@ -342,6 +343,7 @@ local function signal_run(run_id, kind)
     sched.queue_delivery(r, { r, nil, kind, payload, t })
   else
     log.append_offline(run_id, nil, kind, nil, payload)
+    return true
   end
 end
 
@@ -351,9 +353,10 @@ function M.steer(run_id)
   local row = store.run(run_id)
   if not row then return errors.fail("not_found", ("unknown run '%s'"):format(run_id)) end
   if row.status ~= "running" then return true end
-  signal_run(run_id, "run.abort")
+  local offline = signal_run(run_id, "run.abort")
   local ok, err = log.commit()
   if not ok then return errors.store_unavailable(err) end
+  if offline then S.wake(run_id) end -- (an evicted run replays it from its log)
   return true
 end
 
@@ -366,9 +369,10 @@ function M.cancel(run_id)
   end
   if row.cancel_requested == 1 then return true end -- logged once; it is on its way
   store.request_cancel(run_id, now_ms())
-  signal_run(run_id, "run.cancel")
+  local offline = signal_run(run_id, "run.cancel")
   local ok, err = log.commit()
   if not ok then return errors.store_unavailable(err) end
+  if offline then S.wake(run_id) end -- (an evicted run replays it from its log)
   return true
 end
 

@@ -28,6 +28,12 @@ S.later = {}            -- threads that paused (moor.pause) until the loop turns
 S.holding = {}          -- runs holding results back while a thread of theirs is paused
 S.on_end = {}           -- functions called with a run's id when it ends (engine.on_run_end)
 S.discards = 0          -- failed commits taken back so far (counts kept from the database go stale)
+-- eviction (engine/evict.lua): runs out of memory until something reaches them
+S.evicted = {}          -- id -> its timer entry, or true: an evicted run
+S.nevicted = 0
+S.pinned = {}           -- id -> count: outside work held in memory for the run (a harness turn): never evicted
+S.wake = function() end -- S.wake(id): an evicted run is reached (evict.lua sets these two)
+S.forget = function() end
 
 -- These four are false, never nil, when unset: a field set to nil leaves S's
 -- hash part at the next rehash, and setting it again then rehashes S (twice
@@ -46,6 +52,18 @@ function S.drop(r)
   if S.runs[r.id] then
     S.runs[r.id] = nil
     S.nruns = S.nruns - 1
+  end
+  S.forget(r)
+end
+
+--- Run id is no longer evicted (it is loaded again, or has ended): its timer
+-- entry, if it kept one, is dropped (a stale one would keep moor_run waiting).
+function S.unevict(id)
+  local e = S.evicted[id]
+  if e ~= nil then
+    if e ~= true then timers.cancel(e) end
+    S.evicted[id] = nil
+    S.nevicted = S.nevicted - 1
   end
 end
 

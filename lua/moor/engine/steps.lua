@@ -64,16 +64,19 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
       end
       local resumed = false
       S.io_inflight = S.io_inflight + 1
+      r.io = (r.io or 0) + 1 -- (a run with a step on I/O is not evicted)
       local started, serr = pcall(w, function(...)
         if resumed then return end
         resumed = true
         S.io_inflight = S.io_inflight - 1
+        r.io = r.io - 1
         if r.settled or not r.waiters[n] then co_close(co); return end
         step_run(r, n, name, spec, attempt, co, info, ...)
       end)
       if not started and not resumed then
         resumed = true
         S.io_inflight = S.io_inflight - 1
+        r.io = r.io - 1
         S.step_info = info
         ok, v, w = co_resume(co, nil, tostring(serr))
       else

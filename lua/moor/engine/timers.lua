@@ -110,6 +110,16 @@ function M.cancel(t)
   end
 end
 
+--- Run r's pending timers, as a list (eviction reads them: engine/evict.lua).
+function M.of(r)
+  local e = of_run[r]
+  if not e then return {} end
+  if e.due then return { e } end
+  local l = {}
+  for k = 1, #e do l[k] = e[k] end
+  return l
+end
+
 --- Take run r's timers out of the heap (r settled: they would never fire).
 function M.drop_run(r)
   local e = of_run[r]

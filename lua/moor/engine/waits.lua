@@ -257,6 +257,7 @@ function M.answer(req_id, answer, bound)
   end
   local cok, cerr = log.commit()
   if not cok then return errors.store_unavailable(cerr) end
+  if not r then S.wake(row.run_id) end -- (an evicted run replays the answer from its log)
   return true
 end
 
@@ -334,6 +335,7 @@ local function insert_delivery(h, token, payload, last)
   local r = S.runs[h.run_id]
   local q = r and r.hook_waiting[token]
   local dn = store.insert_delivery(token, h.run_id, payload, now_ms(), last)
+  if not r then S.wake(h.run_id) end -- (an evicted run takes it when its replayed body awaits the hook)
   local op = q and table.remove(q, 1)
   if q and #q == 0 then r.hook_waiting[token] = nil end
   if op then

@@ -338,7 +338,7 @@ end
 function M.end_turn(a, turn, reason, extra)
   if turn.ended then return end
   turn.ended = true
-  if turn.live then engine.outside(-1) end
+  if turn.live then engine.outside(-1, turn.run_id) end
   if a.turn == turn then a.turn = nil end
   -- (the whole group, even when its leader has exited: what it left in the
   -- background may hold its stdout, and on_exit waits for that)
@@ -398,7 +398,8 @@ function M.start_turn(spec)
     resume = spec.resume, fork = spec.fork }
   a.turn = turn
   turn.live = true
-  engine.outside(1)
+  turn.run_id = spec.run_id -- (its run is never evicted while the turn is under way)
+  engine.outside(1, spec.run_id)
   local script = scripts and scripts[spec.key]
   if script ~= nil then
     after(0, function() run_script(a, turn, script, prompt) end)
@@ -413,7 +414,7 @@ function M.start_turn(spec)
     if not proc then
       a.turn = nil
       turn.ended = true
-      engine.outside(-1)
+      engine.outside(-1, spec.run_id)
       return { failed = ("cannot start the %s harness (%s): %s"):format(runtime.name(spec.runtime),
         tostring(cmd.argv[1]), tostring(perr)) }
     end

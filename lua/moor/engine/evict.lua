@@ -1,0 +1,204 @@
+--- Eviction: parked runs leave memory (issue 13; DESIGN.md "Durability").
+-- A run that is parked (nothing ready, no step on I/O, not replaying, not
+-- paused, not cancelling, no sign-in or harness turn under way) for longer
+-- than conf.EVICT_IDLE_MS, or any parked run beyond conf.MAX_PARKED_LIVE runs
+-- in memory (the least recently active first), is dropped from memory as
+-- t.restart drops it: its coroutines go, its row and log stay. What is left
+-- is an entry in S.evicted and, when it waits on a timer, one timer entry
+-- (its earliest, reused: the others are neutralised).
+--
+-- It is loaded again from its log (replay.load_run), as after a restart,
+-- when something reaches it: its timer falls due, an answer or a cancel or
+-- steer is appended to its log (waits.answer, runs' signal_run), a delivery
+-- is queued for one of its hooks (waits' insert_delivery: hooks, webhooks, a
+-- session's messages, a task's report), a child it waits on settles (runs'
+-- notify_parent). Those call S.wake(id), which queues the run; the queue is
+-- loaded at the start of the next scheduler round, after the commit that
+-- made the cause durable, so the replay reads it from the log or the store.
+-- Both paths give the same events and result (tests/lua/evict_spec.lua).
+local clock = require "moor.clock"
+local conf = require "moor.conf"
+local store = require "moor.store"
+local log = require "moor.engine.log"
+local timers = require "moor.engine.timers"
+local runs = require "moor.engine.runs"
+local replay = require "moor.engine.replay"
+local S = require "moor.engine.state"
+
+local M = {}
+
+local now_ms = clock.now
+
+-- Runs in memory, least recently active first: a list linked through side
+-- tables (a run's own table keeps its size), touched at every resume.
+local nxt, prv, act = {}, {}, {}
+local head, tail = nil, nil
+local round_at = 0 -- ms: the scheduler round's start (a resume between rounds uses the last)
+
+local queue, queued = {}, {} -- evicted runs to load at the next round, in the order asked
+local evictions, wakes = 0, 0
+
+
+local function unlink(r)
+  local p, n = prv[r], nxt[r]
+  if p then nxt[p] = n else head = n end
+  if n then prv[n] = p else tail = p end
+  prv[r], nxt[r], act[r] = nil, nil, nil
+end
+
+local function push_tail(r, t)
+  if tail then nxt[tail] = r; prv[r] = tail else head = r end
+  tail = r
+  act[r] = t
+end
+
+--- Run r was resumed (it is active now): last in the list.
+function M.touch(r)
+  if tail == r then act[r] = round_at; return end
+  if act[r] ~= nil then unlink(r) end
+  push_tail(r, round_at)
+end
+
+--- Run r left memory (it ended, or is to be loaded again): out of the list.
+function M.forget(r)
+  if act[r] ~= nil then unlink(r) end
+end
+
+local function retry_later(id)
+  if queued[id] then return end
+  queued[id] = true
+  queue[#queue + 1] = id
+end
+
+-- Load evicted run id from its log now. Returns whether it was loaded.
+local function load(id)
+  if S.runs[id] then S.unevict(id); return false end
+  local row = store.run(id)
+  if not (row and row.status == "running") then S.unevict(id); return false end
+  local r = replay.load_run(row) -- (it takes the run out of S.evicted)
+  if not r then retry_later(id); return false end -- the store cannot read it now: tried at the next round
+  wakes = wakes + 1
+  return true
+end
+
+--- Evicted run id is reached: load it from its log now (a no-op for a run
+-- that is not evicted: in memory, ended, or driven by nobody here). Its body
+-- replays in the scheduler round, as a run loaded after a restart does; what
+-- reached it is in its log already (an answer, a cancel: the caller wakes it
+-- after that commit) or is read live by the replayed body (a delivery, a
+-- settled child, a timer that fell due).
+function M.wake(id)
+  if S.evicted[id] == nil then return end
+  load(id)
+end
+
+--- Whether run id is evicted now (out of memory, to be loaded when reached).
+function M.is_evicted(id) return S.evicted[id] ~= nil end
+
+--- Load the runs that could not be loaded when reached (loop.tick, after the
+-- due timers fired). Returns whether any was loaded.
+function M.load_woken()
+  if not queue[1] then return false end
+  local ids = queue
+  queue, queued = {}, {}
+  local loaded = false
+  for _, id in ipairs(ids) do
+    if S.evicted[id] ~= nil and load(id) then loaded = true end
+  end
+  return loaded
+end
+
+-- Whether run r holds nothing that its log cannot give back, and no timer of
+-- it falls due now. Returns the earliest pending timer entry (or false) too.
+local function evictable(r, now)
+  if r.settled or r.nready ~= 0 or r.cancelling or r.held or (r.paused and r.paused > 0)
+      or r.rpos <= r.nreplay or r.deferred[1] or (r.io and r.io > 0) or S.pinned[r.id]
+      or (r.auths and next(r.auths)) or next(r.waiters) == nil then
+    return false
+  end
+  local first = false
+  for _, t in ipairs(timers.of(r)) do
+    if t.due <= now then return false end -- it fires at the next round
+    if not first or t.due < first.due then first = t end
+  end
+  return true, first
+end
+
+local function evict(r, first)
+  local id = r.id
+  if first then
+    -- One timer entry stays, owned by a stand-in for the run (the run's own
+    -- leave the heap as it is dropped): it wakes the run when it falls due.
+    local wake
+    wake = timers.add({ settled = false, id = id }, first.due, function()
+      if S.evicted[id] == wake then M.wake(id) end
+    end)
+    S.evicted[id] = wake
+  else
+    S.evicted[id] = true
+  end
+  S.nevicted = S.nevicted + 1
+  evictions = evictions + 1
+  runs.end_run(r, "running") -- (as t.restart drops a run: no cleanup runs, nobody is told)
+end
+
+--- At the end of a round: evict what has been parked too long, or the
+-- least recently active parked runs while more than MAX_PARKED_LIVE are in
+-- memory; at most EVICT_BATCH runs looked at. Returns the time (ms) the next
+-- eviction falls due, or nil.
+function M.sweep()
+  local idle, max = conf.EVICT_IDLE_MS, conf.MAX_PARKED_LIVE
+  if not idle or idle < 0 or not head then return nil end
+  local now = now_ms()
+  if log.store_error or S.npending > 0 then return nil end -- (a failed commit: the round is retried)
+  local budget = conf.EVICT_BATCH
+  local r = head
+  local evicted = 0
+  while r and budget > 0 do
+    if S.nruns <= max and act[r] + idle > now then break end
+    budget = budget - 1
+    local n = nxt[r]
+    local ok, first = evictable(r, now)
+    if ok then
+      evict(r, first)
+      evicted = evicted + 1
+    else
+      -- Busy, or it will be soon: looked at again once it has been idle as long.
+      unlink(r)
+      push_tail(r, now)
+    end
+    if n == nil or act[n] == nil then break end
+    r = n
+  end
+  if not head then return nil end
+  if S.nruns > max and evicted > 0 then return now end
+  -- (at most a round a second for this: a head that cannot leave yet is looked at again then)
+  local due = act[head] + idle
+  return due > now + 1000 and due or now + 1000
+end
+
+--- The round starts at now (ms).
+function M.round(now) round_at = now end
+
+--- Whether evicted runs wait to be loaded again (the next round comes soon).
+function M.pending() return queue[1] ~= nil end
+
+--- engine.stats(): t with evicted (runs out of memory now), evictions and wakes (since the start).
+function M.stats(t)
+  t.evicted, t.evictions, t.wakes = S.nevicted, evictions, wakes
+  return t
+end
+
+--- engine.outside(delta, run_id): outside work that reports into run_id
+-- (a harness agent's turn) starts or ends; the run stays in memory meanwhile.
+function M.outside(delta, run_id)
+  S.outside = S.outside + delta
+  if run_id then
+    local n = (S.pinned[run_id] or 0) + delta
+    S.pinned[run_id] = n > 0 and n or nil
+  end
+end
+
+S.wake, S.forget = M.wake, M.forget
+
+return M
