@@ -1,4 +1,6 @@
--- MCP test tool: a workflow of three steps, a progress snapshot after each.
+-- MCP test tool: a workflow of three steps, a progress snapshot after each
+-- (and a short durable sleep, so each snapshot reaches the client on its own:
+-- the SDK client drops a notification that shares a read with the result).
 local moor = require "moor"
 local s = moor.schema
 
@@ -13,6 +15,7 @@ return moor.defineWorkflowTool {
     for i = 1, 3 do
       total = total + work(i)
       coroutine.yield { done = i, of = 3 }
+      moor.sleep("200ms")
     end
     return { total = total }
   end,
