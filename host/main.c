@@ -1012,9 +1012,14 @@ static int cmd_mcp(const opts *o) {
   moor *m = open_engine(o, 0, &status);
   if (!m) return status;
   if ((status = load(m, o))) goto out;
+  /* The HTTP API too (loopback, a free port unless --listen): the other
+   * channels (moor answer, moor cancel, GET /v1/inputs) reach this process. */
+  char url[600];
   int rc = moor_resume_all(m);
+  if (!rc) rc = moor_listen(m, o->listen ? o->listen : "127.0.0.1:0", url, sizeof url);
   if (!rc) {
-    fprintf(stderr, "moor mcp: serving the agent in %s over stdio\n", o->agent ? o->agent : "agent");
+    fprintf(stderr, "moor mcp: serving the agent in %s over stdio (and the HTTP API at %s)\n",
+            o->agent ? o->agent : "agent", url);
     rc = moor_mcp_stdio(m, out);
   }
   if (rc) {
