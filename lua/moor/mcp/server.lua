@@ -18,6 +18,7 @@ local encode, decode = json.encode, json.decode
 M.VERSIONS = { "2025-11-25", "2025-06-18" }
 local SUPPORTED = {}
 for _, v in ipairs(M.VERSIONS) do SUPPORTED[v] = true end
+M.SUPPORTED = SUPPORTED
 
 -- JSON-RPC error codes
 local PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -134,7 +135,9 @@ local function form_answer(request, content)
   return nil
 end
 
---- A server for one client: send(message_table) writes a message. Returns
+--- A server for one client: send(message_table, rel) writes a message (rel:
+-- the id of the client's request it belongs to, if any: a streamable HTTP
+-- transport sends it on that request's stream). Returns
 -- { receive = fn(text), close = fn() }.
 function M.new(send)
   local self = {}
@@ -143,13 +146,15 @@ function M.new(send)
   local elicits = {}   -- our request id -> { requestId, request }
   local asked = {}     -- question request id -> true (sent once)
   local client_caps = {}
+  local initialized = false
   local next_id = 0
 
-  local function reply(id, result) send({ jsonrpc = "2.0", id = id, result = result }) end
+  local function reply(id, result) send({ jsonrpc = "2.0", id = id, result = result }, id) end
   local function fail(id, code, message, data)
-    send({ jsonrpc = "2.0", id = id == nil and json.null or id, error = { code = code, message = message, data = data } })
+    send({ jsonrpc = "2.0", id = id == nil and json.null or id, error = { code = code, message = message, data = data } },
+      id)
   end
-  local function notify(method, params) send({ jsonrpc = "2.0", method = method, params = params }) end
+  local function notify(method, params, rel) send({ jsonrpc = "2.0", method = method, params = params }, rel) end
 
   local function finish(run_id, status, payload)
     local c = calls[run_id]
@@ -168,7 +173,7 @@ function M.new(send)
     next_id = next_id + 1
     local id = "moor-elicit-" .. next_id
     elicits[id] = { requestId = p.requestId, request = p.request }
-    send({ jsonrpc = "2.0", id = id, method = "elicitation/create", params = M.elicit_params(p.request) })
+    send({ jsonrpc = "2.0", id = id, method = "elicitation/create", params = M.elicit_params(p.request) }, c.id)
   end
 
   local unsubscribe = engine.subscribe(function(run_id, _, kind, _, payload)
@@ -180,7 +185,7 @@ function M.new(send)
       local v = decode(payload)
       if kind == "action.partial" and type(v) == "table" then v = v.output end
       notify("notifications/progress", { progressToken = c.token, progress = c.progress,
-        message = type(v) == "string" and v or encode(v) })
+        message = type(v) == "string" and v or encode(v) }, c.id)
     elseif kind == "input.requested" and client_caps.elicitation then
       elicit(c, payload)
     end
@@ -216,6 +221,7 @@ function M.new(send)
         { supported = json.array(M.VERSIONS), requested = v == nil and json.null or v })
     end
     client_caps = type(params.capabilities) == "table" and params.capabilities or {}
+    initialized = true
     reply(id, { protocolVersion = v, capabilities = { tools = { listChanged = false } },
       serverInfo = { name = "moor", version = tostring(core.version or "0") },
       instructions = engine.agent and engine.agent.description or nil })
@@ -253,9 +259,11 @@ function M.new(send)
     if not ok then io.stderr:write(("moor mcp: cancel %s: %s\n"):format(run_id, err.message)) end
   end
 
+  --- One message from the client: its JSON text (or, decoded, a table).
   function self.receive(text, overlong)
     if overlong then return fail(nil, PARSE, "Parse error: the message is longer than moor mcp reads (64 MiB)") end
-    local msg, err = decode(text)
+    local msg, err = text, nil
+    if type(text) == "string" then msg, err = decode(text) end
     if err then return fail(nil, PARSE, "Parse error: " .. tostring(err)) end
     if type(msg) ~= "table" or msg[1] ~= nil or msg.jsonrpc ~= "2.0" then
       return fail(nil, INVALID_REQUEST, "Invalid Request: send one JSON-RPC 2.0 object a line "
@@ -282,6 +290,9 @@ function M.new(send)
     if not h then return fail(id, NO_METHOD, ("Method not found: %s"):format(msg.method)) end
     h(id, params)
   end
+
+  --- Whether an initialize was answered.
+  function self.initialized() return initialized end
 
   function self.close()
     unsubscribe()
