@@ -100,7 +100,8 @@ local function post(req)
   -- A request: its answer, and what belongs to it, on a stream of its own.
   local key = json.encode(msg.id)
   if s.streams[key] then return jsonrpc_error(400, -32600, "Invalid Request: that request id is still open") end
-  core.http_stream_start(req.conn, 200, "text/event-stream", "Cache-Control: no-cache\r\nMcp-Session-Id: " .. s.id .. "\r\n")
+  core.http_stream_start(req.conn, 200, "text/event-stream",
+    "Cache-Control: no-cache\r\nMcp-Session-Id: " .. s.id .. "\r\n")
   s.streams[key] = req.conn
   conns[req.conn] = { session = s, key = key }
   s.server.receive(msg)

@@ -128,7 +128,7 @@ function M.elicit_params(request)
 end
 
 -- An accepted form's content as a moor answer.
-local function form_answer(request, content)
+local function form_answer(content)
   content = type(content) == "table" and content or {}
   if type(content.text) == "string" and content.text ~= "" then return { text = content.text } end
   if type(content.choice) == "string" then return { optionId = content.choice } end
@@ -151,8 +151,8 @@ function M.new(send)
 
   local function reply(id, result) send({ jsonrpc = "2.0", id = id, result = result }, id) end
   local function fail(id, code, message, data)
-    send({ jsonrpc = "2.0", id = id == nil and json.null or id, error = { code = code, message = message, data = data } },
-      id)
+    send({ jsonrpc = "2.0", id = id == nil and json.null or id,
+      error = { code = code, message = message, data = data } }, id)
   end
   local function notify(method, params, rel) send({ jsonrpc = "2.0", method = method, params = params }, rel) end
 
@@ -198,7 +198,7 @@ function M.new(send)
     elicits[msg.id] = nil
     local res = msg.result
     if type(res) == "table" and res.action == "accept" then
-      local answer = form_answer(e.request, res.content)
+      local answer = form_answer(res.content)
       local ok, err
       if answer then ok, err = engine.answer(e.requestId, answer, true) end
       if not ok then
@@ -277,7 +277,9 @@ function M.new(send)
       if id ~= nil and (msg.result ~= nil or msg.error ~= nil) then return on_response(msg) end
       return fail(id, INVALID_REQUEST, "Invalid Request: no method")
     end
-    if type(msg.method) ~= "string" then return fail(id, INVALID_REQUEST, "Invalid Request: method must be a string") end
+    if type(msg.method) ~= "string" then
+      return fail(id, INVALID_REQUEST, "Invalid Request: method must be a string")
+    end
     local params = msg.params
     if params == nil then params = {} end
     if type(params) ~= "table" then return fail(id, INVALID_PARAMS, "params must be an object") end
