@@ -130,6 +130,50 @@ await sleep(500);
 lines = existsSync(witness) ? readFileSync(witness, "utf8").split("\n").filter(Boolean) : [];
 ok(lines.length === 1 && lines[0] === "cleanup", "notifications/cancelled: the cleanup step ran once", lines);
 
+// tasks: a task tool offered with taskSupport, run through the tasks API
+ok(byName.report?.execution?.taskSupport === "optional" && !byName.echo.execution,
+  "tools/list: a task tool has execution.taskSupport optional", byName.report);
+answers.push({ action: "accept", content: { choice: "html" } });
+const seen = [];
+let final;
+for await (const m of client.experimental.tasks.callToolStream({ name: "report", arguments: { n: 21 } })) {
+  seen.push(m.type === "taskStatus" || m.type === "taskCreated" ? m.task.status : m.type);
+  if (m.type === "result") final = m.result;
+  if (m.type === "error") final = { error: String(m.error) };
+}
+ok(seen[0] === "working" && seen.includes("input_required") && final?.structuredContent?.format === "html"
+  && final.structuredContent.value === 42, "a task tool through the tasks API (working, input_required, completed)",
+  { seen, final });
+// the same tool called without a task: run to completion as an ordinary call
+answers.push({ action: "accept", content: { choice: "pdf" } });
+r = await client.callTool({ name: "report", arguments: { n: 1 } });
+ok(r.structuredContent?.format === "pdf" && !r.task, "a task tool called without a task: an ordinary call", r);
+// tasks/get, tasks/list, tasks/cancel
+const { CreateTaskResultSchema } = await sdk("types.js");
+const created = await client.request({ method: "tools/call", params: { name: "report", arguments: { n: 2, hold: true },
+  task: { ttl: 60000 } } }, CreateTaskResultSchema);
+const tid = created.task.taskId;
+ok(created.task.status === "working", "task-augmented tools/call answers with the task", created);
+const got = await client.experimental.tasks.getTask(tid);
+ok(got.taskId === tid && got.status === "working", "tasks/get", got);
+const listed = await client.experimental.tasks.listTasks();
+ok(listed.tasks.some((t) => t.taskId === tid), "tasks/list has it", listed);
+const cancelled = await client.experimental.tasks.cancelTask(tid);
+ok(cancelled.status === "cancelled", "tasks/cancel", cancelled);
+let after;
+for (let i = 0; i < 50; i++) {
+  after = await client.experimental.tasks.getTask(tid);
+  if (after.status === "cancelled") break;
+  await sleep(100);
+}
+ok(after.status === "cancelled", "the cancelled task stays cancelled", after);
+try {
+  await client.experimental.tasks.getTask("run_nope");
+  ok(false, "tasks/get of an unknown task is refused");
+} catch (e) {
+  ok(e.code === -32602, "tasks/get of an unknown task: -32602", e.message);
+}
+
 // still serving after all that
 r = await client.callTool({ name: "echo", arguments: { message: "last" } });
 ok(r.structuredContent?.shout === "LAST", "still serving at the end", r);

@@ -6,9 +6,14 @@
 --   notifications/progress  each progress snapshot of the run (with a progressToken)
 --   notifications/cancelled engine.cancel: the run's cleanup runs as for any cancel
 --   elicitation/create      a ctx.ask (or an approval) of the run, when the client can elicit
+--   tasks (the 2025-11-25 extension) for task tools (task entry points, background tools, the workflow
+--   tool): a task-augmented tools/call answers with the task at once (its id is the run's id);
+--   tasks/get, tasks/result, tasks/list, tasks/cancel read and drive the run; statuses map
+--   running -> working (input_required while a question is pending), completed, failed, cancelled.
 local core = require "moor.core"
 local json = require "moor.json"
 local engine = require "moor.engine"
+local store = require "moor.store"
 
 local M = {}
 
@@ -25,6 +30,8 @@ local PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS = -32700, -32600, -32601
 M.PARSE_ERROR, M.INVALID_REQUEST, M.METHOD_NOT_FOUND, M.INVALID_PARAMS = PARSE, INVALID_REQUEST, NO_METHOD,
   INVALID_PARAMS
 
+local RELATED = "io.modelcontextprotocol/related-task"
+local POLL_MS = 500 -- (the poll interval a task suggests)
 local HINTS = { "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint" }
 local TERMINAL = { ["run.completed"] = "completed", ["run.failed"] = "failed", ["run.cancelled"] = "cancelled" }
 
@@ -44,7 +51,31 @@ local function listed(name, tool)
     end
   end
   t.annotations = ann
+  -- a task tool may run as an MCP task (or to completion as an ordinary call)
+  if tool.shape and tool.shape.lifetime == "task" then t.execution = { taskSupport = "optional" } end
   return t
+end
+
+local function is_task_tool(tool) return tool.shape and tool.shape.lifetime == "task" end
+
+--- A run as an MCP task (its id is the run's), or nil when there is no such run.
+function M.task_of(run_id)
+  local run = type(run_id) == "string" and engine.run_details(run_id)
+  if not run then return nil end
+  local status, message = run.status, nil
+  if status == "running" then
+    if run.cancelRequested then
+      status, message = "cancelled", "cancel requested; its cleanup runs"
+    elseif #(store.pending_inputs_under(run_id) or {}) > 0 then
+      status, message = "input_required", "a question waits for an answer"
+    else
+      status = "working"
+    end
+  elseif status == "failed" and type(run.error) == "table" then
+    message = tostring(run.error.message)
+  end
+  return { taskId = run.id, status = status, statusMessage = message, ttl = json.null, createdAt = run.started,
+    lastUpdatedAt = run.updated, pollInterval = POLL_MS }
 end
 
 function M.list_tools()
@@ -147,6 +178,8 @@ function M.new(send)
   local asked = {}     -- question request id -> true (sent once)
   local client_caps = {}
   local initialized = false
+  local tasks = {}     -- run ids of the tasks this client created, in order
+  local results = {}   -- run id -> request ids of the tasks/result calls waiting on it
   local next_id = 0
 
   local function reply(id, result) send({ jsonrpc = "2.0", id = id, result = result }, id) end
@@ -156,10 +189,20 @@ function M.new(send)
   end
   local function notify(method, params, rel) send({ jsonrpc = "2.0", method = method, params = params }, rel) end
 
+  local function task_result(run_id, tool, status, payload)
+    local res = M.call_result(tool, status, payload)
+    res._meta = { [RELATED] = { taskId = run_id } }
+    return res
+  end
+
   local function finish(run_id, status, payload)
     local c = calls[run_id]
     if not c then return end
     calls[run_id] = nil
+    local waiting = results[run_id]
+    results[run_id] = nil
+    for _, rid in ipairs(waiting or {}) do reply(rid, task_result(run_id, c.tool, status, payload)) end
+    if c.task then return end
     by_request[encode(c.id)] = nil
     if c.cancelled then return end -- (the client cancelled it: no answer, as the specification says)
     reply(c.id, M.call_result(c.tool, status, payload))
@@ -173,14 +216,27 @@ function M.new(send)
     next_id = next_id + 1
     local id = "moor-elicit-" .. next_id
     elicits[id] = { requestId = p.requestId, request = p.request }
-    send({ jsonrpc = "2.0", id = id, method = "elicitation/create", params = M.elicit_params(p.request) }, c.id)
+    local params = M.elicit_params(p.request)
+    if c.task then
+      -- A task's questions go out on a tasks/result call's stream; until one comes, they wait.
+      params._meta = { [RELATED] = { taskId = c.run } }
+      local rel = results[c.run] and results[c.run][1]
+      local msg = { jsonrpc = "2.0", id = id, method = "elicitation/create", params = params }
+      if rel == nil then
+        c.queued = c.queued or {}
+        c.queued[#c.queued + 1] = msg
+        return
+      end
+      return send(msg, rel)
+    end
+    send({ jsonrpc = "2.0", id = id, method = "elicitation/create", params = params }, c.id)
   end
 
   local unsubscribe = engine.subscribe(function(run_id, _, kind, _, payload)
     local c = calls[run_id]
     if not c then return end
     if TERMINAL[kind] then return finish(run_id, TERMINAL[kind], payload) end
-    if (kind == "progress" or kind == "action.partial") and c.token ~= nil then
+    if (kind == "progress" or kind == "action.partial") and c.token ~= nil and not c.task then
       c.progress = c.progress + 1
       local v = decode(payload)
       if kind == "action.partial" and type(v) == "table" then v = v.output end
@@ -222,7 +278,8 @@ function M.new(send)
     end
     client_caps = type(params.capabilities) == "table" and params.capabilities or {}
     initialized = true
-    reply(id, { protocolVersion = v, capabilities = { tools = { listChanged = false } },
+    reply(id, { protocolVersion = v, capabilities = { tools = { listChanged = false },
+      tasks = { list = {}, cancel = {}, requests = { tools = { call = {} } } } },
       serverInfo = { name = "moor", version = tostring(core.version or "0") },
       instructions = engine.agent and engine.agent.description or nil })
   end
@@ -246,8 +303,61 @@ function M.new(send)
       return fail(id, -32603, err)
     end
     local meta = type(params._meta) == "table" and params._meta or {}
+    if type(params.task) == "table" and is_task_tool(tool) then
+      calls[run_id] = { run = run_id, task = true, progress = 0, tool = tool }
+      tasks[#tasks + 1] = run_id
+      return reply(id, { task = M.task_of(run_id) })
+    end
     calls[run_id] = { id = id, token = meta.progressToken, progress = 0, tool = tool }
     by_request[encode(id)] = run_id
+  end
+
+  local function task_param(id, params)
+    local t = type(params.taskId) == "string" and M.task_of(params.taskId)
+    if not t then fail(id, INVALID_PARAMS, ("Failed to retrieve task: Task not found (%s)"):format(
+      tostring(params.taskId))) end
+    return t
+  end
+
+  methods["tasks/get"] = function(id, params)
+    local t = task_param(id, params)
+    if t then reply(id, t) end
+  end
+
+  methods["tasks/list"] = function(id)
+    local out = {}
+    for _, run_id in ipairs(tasks) do out[#out + 1] = M.task_of(run_id) end
+    reply(id, { tasks = json.array(out) })
+  end
+
+  methods["tasks/result"] = function(id, params)
+    local t = task_param(id, params)
+    if not t then return end
+    local run_id = t.taskId
+    local status, payload = engine.run_info(run_id)
+    local tool = engine.tools[(engine.run_details(run_id) or {}).tool]
+    if status ~= "running" then return reply(id, task_result(run_id, tool, status, payload)) end
+    -- Not settled: answered when it is; its questions go out meanwhile.
+    local c = calls[run_id]
+    if not c then -- (a task of another process, resumed here: followed from now on)
+      c = { run = run_id, task = true, progress = 0, tool = tool }
+      calls[run_id] = c
+    end
+    results[run_id] = results[run_id] or {}
+    table.insert(results[run_id], id)
+    for _, msg in ipairs(c.queued or {}) do send(msg, id) end
+    c.queued = nil
+  end
+
+  methods["tasks/cancel"] = function(id, params)
+    local t = task_param(id, params)
+    if not t then return end
+    if t.status == "completed" or t.status == "failed" or t.status == "cancelled" then
+      return fail(id, INVALID_PARAMS, ("Cannot cancel task: it is already %s"):format(t.status))
+    end
+    local ok, err = engine.cancel(t.taskId)
+    if not ok then return fail(id, -32603, err.message) end
+    reply(id, M.task_of(t.taskId))
   end
 
   local notifications = {}
