@@ -174,6 +174,17 @@ try {
   ok(e.code === -32602, "tasks/get of an unknown task: -32602", e.message);
 }
 
+// a serve tool: offered as a task tool; its first reply is the result, as a task and as a plain call
+ok(byName.desk?.execution?.taskSupport === "optional" && !byName.desk.inputSchema.properties.taskId,
+  "tools/list: a serve tool, as a task tool with its own inputSchema", byName.desk);
+final = undefined;
+for await (const m of client.experimental.tasks.callToolStream({ name: "desk", arguments: { q: "why?" } })) {
+  if (m.type === "result") final = m.result;
+}
+ok(final && JSON.parse(final.content[0].text).answer === "you asked: why?", "a serve tool through the tasks API", final);
+r = await client.callTool({ name: "desk", arguments: { q: "how?" } });
+ok(JSON.parse(r.content[0].text).answer === "you asked: how?", "a serve tool as an ordinary call", r);
+
 // still serving after all that
 r = await client.callTool({ name: "echo", arguments: { message: "last" } });
 ok(r.structuredContent?.shout === "LAST", "still serving at the end", r);

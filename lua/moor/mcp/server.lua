@@ -38,7 +38,8 @@ local TERMINAL = { ["run.completed"] = "completed", ["run.failed"] = "failed", [
 -- The agent's tools as MCP lists them, by name.
 local function listed(name, tool)
   if name:sub(1, 6) == "moor__" or name:find(".", 1, true) then return nil end
-  if tool.entry == "serve" then return nil end -- (a serve call names its task: not offered over MCP)
+  -- (a serve tool is offered with its own inputSchema: a call over MCP starts a task of its own, whose
+  -- first reply is the result, as under moor call; the session's taskId field is not part of it)
   local t = { name = name, description = tool.description, inputSchema = tool.inputSchema or { type = "object" } }
   if type(tool.outputSchema) == "table" and tool.outputSchema.type == "object" then
     t.outputSchema = tool.outputSchema
