@@ -16,7 +16,10 @@
 
 typedef struct mcp_stdio {
   moor *m;
-  uv_pipe_t in;
+  union {
+    uv_pipe_t pipe;
+    uv_tty_t tty;
+  } in;
   char *buf;
   size_t len, cap;
   int overlong; /* the line being read is over MCP_MAX_LINE: skip to its end */
@@ -108,18 +111,26 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 }
 
 int moor_mcp_stdio(moor *m, int out_fd) {
-  mcp_stdio s = {m, {0}, NULL, 0, 0, 0};
+  mcp_stdio s;
+  memset(&s, 0, sizeof s);
+  s.m = m;
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
-  int rc = uv_pipe_init(&m->loop, &s.in, 0);
-  if (!rc) rc = uv_pipe_open(&s.in, 0);
+  /* A pipe, a socket or a terminal: what an MCP client hands its server. A
+   * file (or /dev/null) cannot be waited on by the loop. */
+  uv_handle_type kind = uv_guess_handle(0);
+  if (kind != UV_NAMED_PIPE && kind != UV_TTY && kind != UV_TCP)
+    return moor__set_err(m, MOOR_EINVAL, "moor mcp reads JSON-RPC messages from a pipe, a socket or a terminal on "
+                         "stdin, %s; start it from an MCP client (claude mcp add, the MCP Inspector)",
+                         kind == UV_FILE ? "not a file" : "not what it was given");
+  int rc = kind == UV_TTY ? uv_tty_init(&m->loop, &s.in.tty, 0, 1) : uv_pipe_init(&m->loop, &s.in.pipe, 0);
+  if (!rc && kind != UV_TTY) rc = uv_pipe_open(&s.in.pipe, 0);
   if (rc) {
     uv_close((uv_handle_t *)&s.in, on_closed);
     uv_run(&m->loop, UV_RUN_NOWAIT);
-    return moor__set_err(m, MOOR_EINVAL, "moor mcp reads JSON-RPC from a pipe or a terminal on stdin (%s)",
-                         uv_strerror(rc));
+    return moor__set_err(m, MOOR_EINVAL, "moor mcp cannot read stdin: %s", uv_strerror(rc));
   }
-  s.in.data = &s;
+  s.in.pipe.data = &s;
   lua_pushinteger(m->L, out_fd);
   lua_pushcclosure(m->L, write_line, 1);
   if ((rc = moor__call_engine(m, "mcp_start", 1, 0))) {

@@ -51,4 +51,10 @@ want(byId[9]?.result?.isError === true && /times/.test(byId[9].result.content[0]
 want(byId[10]?.result && Object.keys(byId[10].result).length === 0, "ping");
 want(msgs.length === 10, "one answer per request, none for the notification: " + msgs.length);
 JS
+# stdin that is a file (or /dev/null) is refused with the cause, not waited on
+st=0
+"$MOOR" mcp --agent "$MCP_AGENT" </dev/null >"$T/null.out" 2>"$T/null.err" || st=$?
+[ $st = 1 ] && grep -q 'reads JSON-RPC messages from a pipe, a socket or a terminal on stdin, not a file' "$T/null.err" \
+  || fail "moor mcp </dev/null: exit $st, $(cat "$T/null.err")"
+[ ! -s "$T/null.out" ] || fail "moor mcp </dev/null wrote to stdout: $(cat "$T/null.out")"
 pass "moor mcp's stdout is only protocol, and bad messages get the specification's errors"
