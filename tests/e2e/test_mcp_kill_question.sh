@@ -19,11 +19,12 @@ start_mcp() { # start_mcp N: moor mcp reading fifo $T/in.N (held open on fd 3), 
   wait_for grep -q '"id":1' "$T/out.$1"
 }
 pending() { "$MOOR" inputs --json 2>/dev/null | grep -o '"requestId":"req_[a-z0-9_]*"' | head -1 | cut -d'"' -f4; }
+has_pending() { [ -n "$(pending)" ]; }
 
 start_mcp 1
 echo '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&3
 echo '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pick","arguments":{}}}' >&3
-wait_for test -n "$(pending)"
+wait_for has_pending
 REQ=$(pending)
 sleep 0.3
 grep -q 'elicitation/create' "$T/out.1" && fail "a client without the capability was sent an elicitation"
