@@ -4,7 +4,8 @@
 # (tests/mcp/client.mjs, with the Mcp-Session-Id the server gives); curl
 # probes what the specification requires of the endpoint: a foreign Origin
 # is 403, no token 401, no session id 400, an unknown one 404, GET 405,
-# DELETE ends a session (404 after).
+# DELETE ends a session (404 after); past MOOR_MCP_MAX_SESSIONS the least
+# recently used idle session is ended to make room.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dev.sh"
 . "$(dirname "$0")/mcp.sh"
@@ -40,5 +41,20 @@ grep -q '"protocolVersion":"2025-11-25"' "$T/body" || fail "initialize: $(cat "$
 [ "$(code -X DELETE -H "$AUTH" -H "Mcp-Session-Id: $SID" "$URL/mcp")" = 200 ] || fail "DELETE /mcp: $(cat "$T/body")"
 [ "$(code -X POST -H "$AUTH" -H "$J" -H "$A" -H "Mcp-Session-Id: $SID" -d '{"jsonrpc":"2.0","id":3,"method":"ping"}' \
   "$URL/mcp")" = 404 ] || fail "a deleted session still answers: $(cat "$T/body")"
+stop_dev
+
+# MOOR_MCP_MAX_SESSIONS=2: a third initialize ends the least recently used idle session (404 after), not the others
+MOOR_MCP_MAX_SESSIONS=2 start_dev "$MCP_AGENT" 127.0.0.1:0
+init_sid() {
+  curl -s -D "$T/h" -o "$T/body" -X POST -H "$AUTH" -H "$J" -H "$A" -d "$INIT" "$URL/mcp"
+  tr -d '\r' <"$T/h" | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p'
+}
+ping_sid() { code -X POST -H "$AUTH" -H "$J" -H "$A" -H "Mcp-Session-Id: $1" -d '{"jsonrpc":"2.0","id":9,"method":"ping"}' "$URL/mcp"; }
+S1=$(init_sid); S2=$(init_sid)
+[ "$(ping_sid "$S1")" = 200 ] || fail "session 1: $(cat "$T/body")" # (S2 is now the least recently used)
+S3=$(init_sid)
+[ -n "$S3" ] || fail "a session past the cap was refused: $(cat "$T/body")"
+[ "$(ping_sid "$S2")" = 404 ] || fail "the least recently used session was not the one ended"
+[ "$(ping_sid "$S1")" = 200 ] && [ "$(ping_sid "$S3")" = 200 ] || fail "a recently used session was ended"
 stop_dev
 pass "streamable HTTP at /mcp: the SDK client's checks, the Origin check, the token, sessions"

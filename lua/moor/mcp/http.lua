@@ -10,12 +10,13 @@
 --   DELETE               ends the session
 local core = require "moor.core"
 local json = require "moor.json"
+local conf = require "moor.conf"
 local server = require "moor.mcp.server"
 
 local M = {}
 
-local MAX_SESSIONS = 256
-local sessions, nsessions = {}, 0 -- Mcp-Session-Id -> { server, streams = { encoded request id -> conn } }
+local sessions, nsessions = {}, 0 -- Mcp-Session-Id -> { server, streams = { encoded request id -> conn }, used }
+local uses = 0 -- (a counter: which session was used last)
 local conns = {}                  -- conn -> { session, key }
 
 local function jsonrpc_error(status, code, message, headers)
@@ -37,7 +38,7 @@ end
 
 local function new_session()
   local sid = session_id()
-  local s = { id = sid, streams = {} }
+  local s = { id = sid, streams = {}, used = uses }
   s.server = server.new(function(msg, rel)
     local key = rel ~= nil and json.encode(rel) or nil
     local conn = key and s.streams[key]
@@ -76,9 +77,18 @@ local function post(req)
   local sid = req.headers["mcp-session-id"]
   local s
   if msg.method == "initialize" then
-    if nsessions >= MAX_SESSIONS then
-      return jsonrpc_error(503, -32603, ("moor dev holds %d MCP sessions, its most: end one (DELETE /mcp) and retry")
-        :format(MAX_SESSIONS), "Retry-After: 1\r\n")
+    if nsessions >= conf.MCP_MAX_SESSIONS then
+      -- Clients seldom end their sessions (DELETE): the least recently used idle one makes room.
+      local oldest
+      for _, o in pairs(sessions) do
+        if next(o.streams) == nil and (not oldest or o.used < oldest.used) then oldest = o end
+      end
+      if not oldest then
+        return jsonrpc_error(503, -32603, ("moor dev holds %d MCP sessions, each with a request open "
+          .. "($MOOR_MCP_MAX_SESSIONS): retry when one is answered"):format(conf.MCP_MAX_SESSIONS),
+          "Retry-After: 1\r\n")
+      end
+      drop_session(oldest)
     end
     s = new_session()
   else
@@ -87,6 +97,8 @@ local function post(req)
     end
     s = sessions[sid]
     if not s then return jsonrpc_error(404, -32001, "Session not found: initialize a new one") end
+    uses = uses + 1
+    s.used = uses
     local v = req.headers["mcp-protocol-version"]
     if v and not server.SUPPORTED[v] then
       return jsonrpc_error(400, -32600, ("Bad Request: unsupported MCP-Protocol-Version '%s' (this server speaks %s)")
