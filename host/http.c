@@ -681,7 +681,8 @@ static const char *header(const conn *c, const char *name) {
 
 /* Whether the request path (raw, as the router matches it) is under /v1/
  * and needs the API token: all of it but the sign-in callback, which a
- * person's browser reaches from the provider (its `state` is the secret). */
+ * person's browser reaches from the provider (its `state` is the secret);
+ * and /mcp, the MCP endpoint. */
 static int is_api_path(const conn *c) {
   const char *u = c->rb;
   size_t n = c->url_len, off = 0, len = n;
@@ -695,6 +696,7 @@ static int is_api_path(const conn *c) {
   static const char cb[] = "/v1/auth/callback";
   size_t cbn = sizeof cb - 1;
   if (len >= cbn && memcmp(u + off, cb, cbn) == 0 && (len == cbn || u[off + cbn] == '?')) return 0;
+  if (len >= 4 && memcmp(u + off, "/mcp", 4) == 0) return 1; /* MCP's streamable HTTP endpoint */
   return len >= 4 && memcmp(u + off, "/v1/", 4) == 0;
 }
 

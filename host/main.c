@@ -37,6 +37,8 @@ static const char *USAGE =
   "                     answer a pending question (through a running moor dev,\n"
   "                     else in the database)\n"
   "  cancel RUN         cancel a run (through a running moor dev, else in the database)\n"
+  "  mcp                serve the agent's tools over MCP on stdin/stdout (JSON-RPC\n"
+  "                     a line; logs on stderr); runs resume at start\n"
   "  chat               talk with the agent in the terminal: type messages (a message\n"
   "                     sent while a turn runs steers it; one that matches a pending\n"
   "                     question answers it); Ctrl-C cancels the session and quits\n"
@@ -995,6 +997,41 @@ out:
   return status;
 }
 
+/* moor mcp: the agent's tools over MCP on stdin/stdout. The real stdout is
+ * kept for the protocol and fd 1 points at stderr before anything runs, so
+ * a tool's print or io.write cannot corrupt the stream. */
+static int cmd_mcp(const opts *o) {
+  if (o->nargs) return usage_error("mcp takes no arguments%s", "");
+  fflush(stdout);
+  int out = fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (out < 0 || dup2(2, 1) < 0) {
+    fprintf(stderr, "moor: cannot set stdout aside for the protocol\n");
+    return 2;
+  }
+  int status = 0;
+  moor *m = open_engine(o, 0, &status);
+  if (!m) return status;
+  if ((status = load(m, o))) goto out;
+  /* The HTTP API too (loopback, a free port unless --listen): the other
+   * channels (moor answer, moor cancel, GET /v1/inputs) reach this process. */
+  char url[600];
+  int rc = moor_resume_all(m);
+  if (!rc) rc = moor_listen(m, o->listen ? o->listen : "127.0.0.1:0", url, sizeof url);
+  if (!rc) {
+    fprintf(stderr, "moor mcp: serving the agent in %s over stdio (and the HTTP API at %s)\n",
+            o->agent ? o->agent : "agent", url);
+    rc = moor_mcp_stdio(m, out);
+  }
+  if (rc) {
+    fprintf(stderr, "moor: %s\n", moor_errmsg(m));
+    status = 1;
+  }
+out:
+  moor_close(m);
+  close(out);
+  return status;
+}
+
 static int cmd_resume(const opts *o) {
   int status = 0;
   moor *m = open_engine(o, 0, &status);
@@ -1119,7 +1156,7 @@ static const struct {
   {"inputs", cmd_inputs},
   {"call", cmd_call}, {"resume", cmd_resume}, {"runs", cmd_runs},     {"logs", cmd_logs},
   {"chat", cmd_chat}, {"dev", cmd_dev},       {"answer", cmd_answer}, {"cancel", cmd_cancel},
-  {"test", cmd_test}, {"init", cmd_init},
+  {"test", cmd_test}, {"init", cmd_init}, {"mcp", cmd_mcp},
 };
 
 int main(int argc, char **argv) {

@@ -188,6 +188,12 @@ MOOR_API int moor_listen(moor *m, const char *addr, char *url, size_t url_size);
 MOOR_API int moor_serve(moor *m);
 MOOR_API void moor_stop(moor *m);
 
+/* `moor mcp`: serve the Model Context Protocol on stdin (JSON-RPC, one
+ * message a line) and out_fd (the real stdout, saved by the caller before it
+ * points fd 1 elsewhere) while driving runs as moor_serve does, until stdin
+ * closes, SIGINT or SIGTERM. Returns as moor_serve. */
+MOOR_API int moor_mcp_stdio(moor *m, int out_fd);
+
 /* When a moor process that serves HTTP holds the database's lock, copy its
  * URL into url and return 0; else MOOR_ENOTFOUND. Takes no lock. MOOR_EINVAL
  * (url still copied, for a message) when the lock file is not the current

@@ -30,7 +30,7 @@ build = {
   type = "builtin",
   modules = {
     ["moor.core"] = {
-      sources = { "host/moor.c", "host/serve.c", "host/waiting.c", "host/error.c", "host/module.c",
+      sources = { "host/moor.c", "host/serve.c", "host/mcp_stdio.c", "host/waiting.c", "host/error.c", "host/module.c",
                   "host/core.c", "host/core_engine.c", "host/core_store.c", "host/core_clock.c",
                   "host/core_http.c", "host/core_os.c", "host/store.c", "host/lock.c", "host/json.c",
                   "host/http.c", "host/fetch.c", "host/fetch_lua.c", "host/regex.c",
@@ -86,6 +86,9 @@ build = {
     ["moor.http"] = "lua/moor/http.lua",
     ["moor.http.openapi"] = "lua/moor/http/openapi.lua",
     ["moor.http.status"] = "lua/moor/http/status.lua",
+    ["moor.mcp.http"] = "lua/moor/mcp/http.lua",
+    ["moor.mcp.server"] = "lua/moor/mcp/server.lua",
+    ["moor.mcp.stdio"] = "lua/moor/mcp/stdio.lua",
     ["moor.json"] = "lua/moor/json.lua",
     ["moor.loader"] = "lua/moor/loader.lua",
     ["moor.schema"] = "lua/moor/schema/init.lua",

@@ -62,6 +62,10 @@ M.evict_rounds = false                -- tick's due includes the next eviction (
 -- open SSE streams per run (429 beyond): a client cannot pin the host with streams
 M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 0
 if M.MAX_STREAMS_PER_RUN <= 0 then M.MAX_STREAMS_PER_RUN = 32 end -- 0 or a non-positive value: the default
+-- MCP sessions moor dev holds at /mcp (lua/moor/mcp/http.lua): past it, the least recently used one with
+-- no open stream is ended to make room ($MOOR_MCP_MAX_SESSIONS; 0 or unset: 256)
+M.MCP_MAX_SESSIONS = math.tointeger(tonumber(os.getenv("MOOR_MCP_MAX_SESSIONS") or "")) or 0
+if M.MCP_MAX_SESSIONS <= 0 then M.MCP_MAX_SESSIONS = 256 end
 -- a step's retry policy when moor.step is given none: 3 retries, 1 s doubling up to 60 s
 M.STEP_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
 M.CONTENT_WARN_BYTES = 3 * 1024 * 1024 -- content parts a tool sends the model above which a warning is logged

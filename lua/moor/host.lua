@@ -17,6 +17,7 @@ local testrunner = require "moor.testrunner"
 local terminal = require "moor.terminal"
 local harness_host = require "moor.harness.host"
 local cli = require "moor.cli"
+local mcp_stdio = require "moor.mcp.stdio"
 require "moor.auth" -- (ctx.getToken and ctx.requireAuth, for every tool's ctx)
 
 local M = setmetatable({}, { __index = engine })
@@ -41,6 +42,10 @@ function M.load_agent(dir) return loader.load(dir, engine) end
 
 --- HTTP (host/serve.c calls these while moor_listen'd; lua/moor/http.lua routes).
 M.http_request, M.http_closed = http.handle, http.closed
+
+--- `moor mcp` (host/mcp_stdio.c): the server starts with the function that
+-- writes a line to the real stdout, then gets each line read from stdin.
+M.mcp_start, M.mcp_line, M.mcp_closed = mcp_stdio.start, mcp_stdio.line, mcp_stdio.closed
 
 --- moor dev serves at url. $MOOR_PUBLIC_URL (scheme://host[:port], e.g. a
 -- tunnel's or proxy's address) is the base of webhook URLs and a Host the

@@ -10,6 +10,7 @@ local conf = require "moor.conf"
 local terminal = require "moor.terminal"
 local http_status = require "moor.http.status"
 local openapi = require "moor.http.openapi"
+local mcp_http = require "moor.mcp.http"
 
 local M = {}
 
@@ -258,6 +259,7 @@ end)
 
 function M.closed(conn)
   forget_stream(conn)
+  mcp_http.closed(conn)
 end
 
 
@@ -429,6 +431,7 @@ function M.handle(req)
   if token then return webhook(req, token) end
   local st, ct, hd, bd = guard(req)
   if st then return st, ct, hd, bd end
+  if path == "/mcp" then return mcp_http.handle(req) end -- (MCP's streamable HTTP: lua/moor/mcp/http.lua)
   -- (MOOR_API_TOKEN on /v1 routes is checked by host/http.c when the headers
   -- are complete, before any body is read: a request without it never gets here.)
   if req.method == "POST" and path:sub(1, 4) == "/v1/" then

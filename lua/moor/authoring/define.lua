@@ -91,6 +91,10 @@ local function check_common(kind, def)
   if def.toModelOutput ~= nil and type(def.toModelOutput) ~= "function" then
     def_error("toModelOutput must be a function", 3)
   end
+  -- MCP's tool annotations (tools/list shows them): hints for the client, not guarantees
+  for _, h in ipairs { "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint" } do
+    if def[h] ~= nil and type(def[h]) ~= "boolean" then def_error(h .. " must be true or false", 3) end
+  end
   local a = def.approval
   if a ~= nil and type(a) ~= "function" and not (type(a) == "table" and a.kind == "approval") then
     def_error("approval must be moor.approval.always(), once(), never() or a policy function", 3)

@@ -261,6 +261,27 @@ function M.answer(req_id, answer, bound)
   return true
 end
 
+--- Withdraw a pending question from the world's side (an MCP client
+-- declined or cancelled its elicitation): resolved as cancelled, as when its
+-- run withdraws it. Returns true, or nil, err.
+function M.withdraw_input(req_id)
+  local row = store.input(req_id)
+  if not row then return fail("not_found", ("unknown input request '%s'"):format(req_id)) end
+  if row.status ~= "pending" then
+    return fail("already_resolved", ("input request '%s' is already %s"):format(req_id, row.status))
+  end
+  local r = S.runs[row.run_id]
+  if r and r.asks[row.op] then
+    M.withdraw(r, row.op, true)
+  elseif store.withdraw_input(req_id, now_ms()) then
+    log.append_offline(row.run_id, row.op, "input.resolved", "ask",
+      encode({ requestId = req_id, runId = row.run_id, outcome = "cancelled" }))
+  end
+  local cok, cerr = log.commit()
+  if not cok then return errors.store_unavailable(cerr) end
+  return true
+end
+
 --- A question as text for a terminal: the prompt, then numbered options.
 function M.format_input(req_id)
   local row = store.input(req_id)

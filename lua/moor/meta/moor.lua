@@ -26,6 +26,10 @@
 ---@field outputSchema? moor.Schema the result is checked against it
 ---@field toModelOutput? fun(output: any): moor.ToolOutput what the model reads of the result
 ---@field approval? moor.Approval|fun(call: moor.ApprovalCall): boolean ask a person before a session's model runs it
+---@field readOnlyHint? boolean MCP annotation (tools/list): the tool changes nothing
+---@field destructiveHint? boolean MCP annotation: the tool may destroy or overwrite
+---@field idempotentHint? boolean MCP annotation: calling it again with the same input does nothing more
+---@field openWorldHint? boolean MCP annotation: the tool reaches the world outside (the web, other services)
 
 ---@class moor.PlainToolDefinition: moor.ToolDefinition
 ---@field execute fun(input: table, ctx: moor.PlainCtx, task?: moor.Task): any runs once per call, as one step
