@@ -103,8 +103,7 @@ M.evicted = evict.is_evicted
 
 -- the world's side: questions and deliveries
 M.answer, M.answer_line, M.format_input, M.inputs = waits.answer, waits.answer_line, waits.format_input, waits.inputs
-M.deliver, M.post = waits.deliver, waits.post
-M.withdraw_input = waits.withdraw_input
+M.deliver, M.post, M.withdraw_input = waits.deliver, waits.post, waits.withdraw_input
 
 -- sign-in inside a step (engine/auth.lua; moor.auth registers how URLs are made)
 M.auth_on_begin, M.auth_complete, M.auth_callback, M.auth_state = auth.on_begin, auth.complete, auth.callback,
