@@ -8,6 +8,7 @@ local engine = require "moor.engine"
 local server = require "moor.mcp.server"
 local json = require "moor.json"
 local define = require "moor.authoring.define"
+local core = require "moor.core"
 
 local function register(name, tool)
   define._bind(tool, name, "spec-" .. name)
@@ -54,6 +55,57 @@ describe("the MCP server", function()
     assert.are.equal("integer", found.outputSchema.properties.b.type)
     assert.are.same({ idempotentHint = true }, found.annotations)
     assert.is_nil(found.execution)
+  end)
+
+  local function wait_for(pred)
+    for _ = 1, 200 do
+      engine.tick()
+      local v = pred()
+      if v then return v end
+      core.wait(5)
+    end
+  end
+
+  it("an approval gate asks the client's person first; approved it runs, denied it does not", function()
+    local ran = 0
+    register("mcp_spec_gated", moor.defineTool { description = "gated", inputSchema = s.object {},
+      approval = moor.approval.always(), execute = function() ran = ran + 1 return "done" end })
+    srv.receive(json.encode { jsonrpc = "2.0", id = 2, method = "tools/call", params = { name = "mcp_spec_gated" } })
+    local ask = sent[#sent]
+    assert.are.equal("elicitation/create", ask.method)
+    assert.is_truthy(ask.params.message:find("Allow mcp_spec_gated?", 1, true))
+    assert.are.equal(0, ran)
+    srv.receive(json.encode { jsonrpc = "2.0", id = ask.id, result = { action = "accept",
+      content = { choice = "approve" } } })
+    local res = wait_for(function()
+      for _, m in ipairs(sent) do if m.id == 2 and m.result then return m.result end end
+    end)
+    assert.is_table(res, "the call answered")
+    assert.is_falsy(res.isError)
+    assert.are.equal(1, ran)
+    srv.receive(json.encode { jsonrpc = "2.0", id = 3, method = "tools/call", params = { name = "mcp_spec_gated" } })
+    ask = sent[#sent]
+    srv.receive(json.encode { jsonrpc = "2.0", id = ask.id, result = { action = "decline" } })
+    res = sent[#sent]
+    assert.are.equal(3, res.id)
+    assert.is_true(res.result.isError)
+    assert.is_truthy(res.result.content[1].text:find("not approved", 1, true))
+    assert.are.equal(1, ran)
+  end)
+
+  it("a client that cannot elicit cannot run a gated tool", function()
+    local plain = {}
+    local srv2 = server.new(function(msg) plain[#plain + 1] = msg end)
+    srv2.receive(json.encode { jsonrpc = "2.0", id = 1, method = "initialize", params = {
+      protocolVersion = "2025-11-25", capabilities = {} } })
+    register("mcp_spec_gated2", moor.defineTool { description = "gated", inputSchema = s.object {},
+      approval = moor.approval.always(), execute = function() return "done" end })
+    srv2.receive(json.encode { jsonrpc = "2.0", id = 2, method = "tools/call", params = { name = "mcp_spec_gated2" } })
+    local res = plain[#plain]
+    srv2.close()
+    assert.are.equal(2, res.id)
+    assert.is_true(res.result.isError)
+    assert.is_truthy(res.result.content[1].text:find("needs a person's approval", 1, true))
   end)
 
   it("makes a question a form: options as an enum, free text as a string", function()

@@ -248,8 +248,25 @@ function M.new(send)
     end
   end)
 
+  local start_call -- (below)
+  local approvals = {}    -- our request id -> the tools/call waiting on its person's approval
+  local approved_once = {} -- tool name -> true: an approval.once() given in this MCP session
+
   -- A client's answer to one of our requests (an elicitation).
   local function on_response(msg)
+    local gate = approvals[msg.id]
+    if gate then
+      approvals[msg.id] = nil
+      local res = msg.result
+      local content = type(res) == "table" and res.action == "accept" and type(res.content) == "table" and res.content
+      if content and content.choice == "approve" then
+        local a = gate.tool.approval
+        if type(a) == "table" and a.mode == "once" then approved_once[gate.name] = true end
+        return start_call(gate.id, gate.params, gate.tool, gate.name, gate.args)
+      end
+      return reply(gate.id, text_result(("%s was not approved: the person declined it, so it did not run"):format(
+        gate.name), true))
+    end
     local e = elicits[msg.id]
     if not e then return end
     elicits[msg.id] = nil
@@ -298,6 +315,31 @@ function M.new(send)
     end
     local args = params.arguments
     if args == nil then args = {} end
+    -- An approval gate (approval = moor.approval.always/once or a policy):
+    -- a person approves through the client's elicitation before the run
+    -- starts; a client that cannot ask cannot run the tool.
+    local a = tool.approval
+    local gated = a ~= nil and (type(a) == "function" and (function()
+      local ok, v = pcall(a, { toolName = name, toolInput = args })
+      return not ok or v == true
+    end)() or (type(a) == "table" and a.mode ~= "never" and not (a.mode == "once" and approved_once[name])))
+    if gated then
+      if not (client_caps.elicitation) then
+        return reply(id, text_result(("%s needs a person's approval before it runs, and this client declared no "
+          .. "elicitation to ask one: call it from a client that can, or through a session"):format(name), true))
+      end
+      next_id = next_id + 1
+      local eid = "moor-approve-" .. next_id
+      approvals[eid] = { id = id, params = params, tool = tool, name = name, args = args }
+      return send({ jsonrpc = "2.0", id = eid, method = "elicitation/create", params = {
+        message = ("Allow %s?\n\n%s"):format(name, encode(args)),
+        requestedSchema = { type = "object", required = json.array { "choice" }, properties = {
+          choice = { type = "string", title = "Allow it?", enum = json.array { "approve", "deny" } } } } } }, id)
+    end
+    return start_call(id, params, tool, name, args)
+  end
+
+  start_call = function(id, params, tool, name, args)
     local run_id, err, code = engine.call(name, args, {})
     if not run_id then
       if code == "input" or code == "json" then return reply(id, text_result(err, true)) end
