@@ -5,32 +5,14 @@
 -- late callback gets not_found.
 local moor = require "moor"
 local engine = require "moor.engine"
-local conf = require "moor.conf"
-local connection = require "moor.auth.connection"
-local tokens = require "moor.auth.tokens"
 local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 describe("a cancelled turn", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
-  before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    connection.registry.fakecn = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
-    }
-  end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  local sign_in = support.sign_in("fakecn")
+  before_each(sign_in.setup)
+  after_each(sign_in.teardown)
   local fake = moor.connection("fakecn")
   local read = moor.step("cn_read", function(ctx) return #ctx.getToken(fake).token end)
 

@@ -3,9 +3,7 @@
 -- task-lifetime tool started in a session, and for a serve task the caller
 -- of the call being served (a later call may come from another person).
 local moor = require "moor"
-local conf = require "moor.conf"
 local json = require "moor.json"
-local connection = require "moor.auth.connection"
 local tokens = require "moor.auth.tokens"
 local t = moor.testing
 local s = moor.schema
@@ -21,26 +19,13 @@ local function results_in(messages)
 end
 
 describe("user-scoped tokens in tasks", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
+  local sign_in = support.sign_in("fakep")
   before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    connection.registry.fakep = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
-    }
+    sign_in.setup()
     tokens.put("fakep", "alice", { access_token = "alice-token" })
     tokens.put("fakep", "bob", { access_token = "bobs-token-is-longer" })
   end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  after_each(sign_in.teardown)
 
   local fake = moor.connection("fakep")
   local who = moor.step("ap_who", function(ctx)
@@ -107,25 +92,12 @@ end)
 -- caller's capabilities": a session opened with ctx.agent signs in as the
 -- principal of the call that opened it.
 describe("user-scoped tokens in a subagent's session", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
+  local sign_in = support.sign_in("fakep")
   before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    connection.registry.fakep = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
-    }
+    sign_in.setup()
     tokens.put("fakep", "alice", { access_token = "alice-token" })
   end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  after_each(sign_in.teardown)
 
   it("runs as the principal of the call that opened it", function()
     local fake = moor.connection("fakep")

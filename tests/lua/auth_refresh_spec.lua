@@ -6,32 +6,15 @@
 local moor = require "moor"
 local core = require "moor.core"
 local engine = require "moor.engine"
-local conf = require "moor.conf"
-local connection = require "moor.auth.connection"
 local tokens = require "moor.auth.tokens"
 local t = moor.testing
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 describe("a refresh that does not get through", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
-  before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    -- (nothing listens on 127.0.0.1:9: the token endpoint does not answer)
-    connection.registry.fakerf = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
-    }
-  end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  -- (nothing listens on 127.0.0.1:9: the token endpoint does not answer)
+  local sign_in = support.sign_in("fakerf")
+  before_each(sign_in.setup)
+  after_each(sign_in.teardown)
   local fake = moor.connection("fakerf")
   local read = moor.step("rf_read", function(ctx) return #ctx.getToken(fake).token end, { retries = 0 })
 
@@ -69,24 +52,9 @@ describe("a refresh that does not get through", function()
 end)
 
 describe("a code exchange that does not get through", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
-  before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    connection.registry.fakerx = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
-    }
-  end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  local sign_in = support.sign_in("fakerx")
+  before_each(sign_in.setup)
+  after_each(sign_in.teardown)
   local fake = moor.connection("fakerx")
   local read = moor.step("rx_read", function(ctx) return #ctx.getToken(fake).token end,
     { retries = 2, backoff = "10ms" }) -- (attempt 1 parks; 2 and 3 exchange)

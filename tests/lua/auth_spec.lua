@@ -21,24 +21,9 @@ local function pending_auth(id)
 end
 
 describe("ctx.getToken in a step", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
-  before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    connection.registry.fake = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test", scopes = { "repo" },
-    }
-  end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  local sign_in = support.sign_in("fake", { scopes = { "repo" } })
+  before_each(sign_in.setup)
+  after_each(sign_in.teardown)
 
   connection.registry.fake = moor.defineConnection { description = "The fake provider",
     authorizationUrl = "http://127.0.0.1:9/authorize", tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test" }

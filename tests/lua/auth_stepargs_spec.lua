@@ -5,32 +5,17 @@
 -- nothing, whatever the size of its arguments (it ran on every moor.step).
 local moor = require "moor"
 local core = require "moor.core"
-local conf = require "moor.conf"
-local connection = require "moor.auth.connection"
 local tokens = require "moor.auth.tokens"
 local t = moor.testing
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 describe("step arguments", function()
-  local saved_url, saved_path
-  local dir = os.tmpname()
+  local sign_in = support.sign_in("fakesa")
   before_each(function()
-    saved_url, saved_path = conf.callback_url, conf.tokens_path
-    conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
-    conf.tokens_path = dir .. ".tokens.json"
-    tokens.reset()
-    os.remove(conf.tokens_path)
-    connection.registry.fakesa = moor.defineConnection {
-      description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
-      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test",
-    }
+    sign_in.setup()
     tokens.put("fakesa", "local", { access_token = "the-local-token" })
   end)
-  after_each(function()
-    conf.callback_url, conf.tokens_path = saved_url, saved_path
-    os.remove(dir .. ".tokens.json")
-    tokens.reset()
-  end)
+  after_each(sign_in.teardown)
   local fake = moor.connection("fakesa")
 
   it("a ctx nested deeper than any scan is refused when used, not resolved as 'local'", function()

@@ -4,6 +4,9 @@
 local moor = require "moor"
 local engine = require "moor.engine"
 local session = require "moor.session"
+local conf = require "moor.conf"
+local connection = require "moor.auth.connection"
+local tokens = require "moor.auth.tokens"
 local t = moor.testing
 
 local M = {}
@@ -66,6 +69,36 @@ function M.project(files)
     M.write(dir .. "/" .. name, text)
   end
   return dir
+end
+
+--- Sign-in specs: connection `name` (a provider on 127.0.0.1:9, where
+-- nothing listens; extra fields override), and { setup, teardown } for
+-- before_each/after_each: a throwaway token file and a callback address.
+function M.sign_in(name, extra)
+  local dir = os.tmpname()
+  local saved_url, saved_path
+  local function define()
+    local def = { description = "The fake provider", authorizationUrl = "http://127.0.0.1:9/authorize",
+      tokenUrl = "http://127.0.0.1:9/token", clientId = "moor-test" }
+    for k, v in pairs(extra or {}) do def[k] = v end
+    connection.registry[name] = moor.defineConnection(def)
+  end
+  define() -- (so that moor.connection(name) works where the spec is written)
+  return {
+    setup = function()
+      saved_url, saved_path = conf.callback_url, conf.tokens_path
+      conf.callback_url = "http://127.0.0.1:7373/v1/auth/callback"
+      conf.tokens_path = dir .. ".tokens.json"
+      tokens.reset()
+      os.remove(conf.tokens_path)
+      define()
+    end,
+    teardown = function()
+      conf.callback_url, conf.tokens_path = saved_url, saved_path
+      os.remove(dir .. ".tokens.json")
+      tokens.reset()
+    end,
+  }
 end
 
 --- The payloads of the events of one kind, in log order.
