@@ -54,11 +54,12 @@ function M.step(name, fn, policy)
   if type(name) ~= "string" or name == "" then error("moor.step needs a name (a non-empty string)", 2) end
   if type(fn) ~= "function" then error("moor.step needs a function", 2) end
   local pol = make_policy(policy)
-  local in_body, engine_step = engine.in_body, engine.step
+  local in_body, engine_step, recorded = engine.in_body, engine.step, engine.step_recorded
   return function(...)
     if not in_body() then return fn(...) end
     local ok, v
-    if step_args then
+    -- (a replayed step's arguments are never used: they were checked when it ran)
+    if step_args and not recorded() then
       ok, v = engine_step(name, fn, pol, step_args(name, fn, ...))
     else
       ok, v = engine_step(name, fn, pol, ...)

@@ -57,7 +57,7 @@ function M.register(name, tool) S.tools[name] = tool end
 
 -- the body's view: ops, steps, branches, I/O, signals, clock
 M.op, M.async = ops.op, ops.async
-M.step, M.io = steps.step, steps.io
+M.step, M.io, M.step_recorded = steps.step, steps.io, steps.recorded
 M.abort = waits.abort
 M.random = runs.random
 function M.in_body() return S.in_body end

@@ -159,6 +159,14 @@ function M.io(start)
   return co_yield(IO, start)
 end
 
+--- Is the running body's next op a step whose result the log already holds
+-- (a replay)? Then its function and arguments are never needed.
+function M.recorded()
+  local r = S.current_run
+  local rec = r and r.recorded[r.nops + 1]
+  return rec ~= nil and rec.done == true
+end
+
 -- A step op. When the log already holds this op's result (a replay), the
 -- step's function and arguments are never needed, so nothing is packed.
 local REPLAYED = {}
