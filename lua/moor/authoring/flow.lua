@@ -74,19 +74,19 @@ end
 -- hand it to services that deduplicate, since steps are at-least-once.
 function M.stepInfo() return engine.step_info() end
 
+local function not_in_body(what)
+  return what .. " belongs in a workflow body (defineWorkflowTool's execute), not in a step or plain code"
+end
+
 local function need_body(what)
-  if not engine.in_body() then
-    error(what .. " belongs in a workflow body (defineWorkflowTool's execute), not in a step or plain code", 3)
-  end
+  if not engine.in_body() then error(not_in_body(what), 3) end
 end
 M.need_body = need_body
 
 --- need_body, and the thread may wait on the world: a harness tool's handler
 -- may not (seed 001 "What a handler can't do": its agent waits for it).
 local function need_wait(what)
-  if not engine.in_body() then
-    error(what .. " belongs in a workflow body (defineWorkflowTool's execute), not in a step or plain code", 3)
-  end
+  if not engine.in_body() then error(not_in_body(what), 3) end
   local why = engine.waits_refused()
   if why then error(what .. " can't wait in " .. why .. ": the agent that called it waits for its answer, "
     .. "so a handler may run steps (and other agents) but not sleep, race or wait on hooks or questions", 3) end

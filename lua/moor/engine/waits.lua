@@ -9,6 +9,7 @@ local clock = require "moor.clock"
 local json = require "moor.json"
 local errors = require "moor.errors"
 local conf = require "moor.conf"
+local base64url = require "moor.base64url"
 local log = require "moor.engine.log"
 local sched = require "moor.engine.sched"
 local S = require "moor.engine.state"
@@ -59,22 +60,9 @@ function M.abort(signal, reason)
   if signal.done == false then sched.settle_future(signal, true, reason) end
 end
 
-local B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
 --- 32 random bytes, base64url without padding (43 characters): unguessable
 -- webhook URLs.
-function M.random_token()
-  local b = core.random_bytes(32) .. "\0"
-  local out = {}
-  for i = 1, 33, 3 do
-    local x = (b:byte(i) << 16) | (b:byte(i + 1) << 8) | b:byte(i + 2)
-    for k = 18, 0, -6 do
-      local c = (x >> k) & 63
-      out[#out + 1] = B64URL:sub(c + 1, c + 1)
-    end
-  end
-  return table.concat(out, "", 1, 43)
-end
+function M.random_token() return base64url.encode(core.random_bytes(32)) end
 
 -- Deliveries recorded for a token but not yet taken by its run are capped
 -- (conf.MAX_QUEUED, conf.MAX_QUEUED_BYTES), so a sender cannot grow the
