@@ -17,6 +17,12 @@ local after = core.after
 
 local M = {}
 
+-- v as a launcher call would carry it: through JSON (v itself when it isn't JSON).
+local function as_json(v)
+  local text = encode(v)
+  return text and decode(text) or v
+end
+
 local REPLY = setmetatable({}, { __name = "moor.testing.reply" })
 M.REPLY = REPLY
 
@@ -39,10 +45,7 @@ function M.run(a, turn, script, prompt)
         .. " running: await what turn.send gave before answering"):format(tostring(turn.call.tool)) })
     end
     local value = v
-    if value ~= nil and type(value) ~= "string" then
-      local text = encode(value)
-      value = text and decode(text) or value
-    end
+    if value ~= nil and type(value) ~= "string" then value = as_json(value) end
     if turn.schema then
       local okv, verr = schema.validate(turn.schema, value, "answer")
       if not okv then
@@ -71,12 +74,7 @@ function M.run(a, turn, script, prompt)
         after(0, function() resume() end)
       end
     end
-    local normalized = {}
-    if input ~= nil then
-      local text = encode(input)
-      normalized = text and decode(text) or input
-    end
-    host.call_tool(a, got, name, nil, nil, normalized)
+    host.call_tool(a, got, name, nil, nil, input == nil and {} or as_json(input))
     return function()
       if not box.res then
         box.waiting = true
