@@ -105,6 +105,9 @@
 #ifndef MOOR_STORE_WAL_WAIT_MS
 #define MOOR_STORE_WAL_WAIT_MS 5000     /* how long opening retries switching a file to WAL while another opens it */
 #endif
+#ifndef MOOR_EVENTS_PRESIZE_MAX
+#define MOOR_EVENTS_PRESIZE_MAX 1000000 /* a log read back (replay) is read into arrays made at its size, up to this */
+#endif
 #ifndef MOOR_STORE_STMT_SETS
 #define MOOR_STORE_STMT_SETS 32         /* prepared statements kept per database: sets (a power of 2) ... */
 #endif

@@ -19,7 +19,7 @@ local M = {}
 local co_create, co_resume, co_status, co_yield, co_close =
   coroutine.create, coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
 local pack, unpack = table.pack, table.unpack
-local encode = json.encode
+local encode, decode, null = json.encode, json.decode, json.null
 local now_ms = clock.now
 local OP, IO, TASK_MESSAGE = S.OP, S.IO, S.TASK_MESSAGE
 
@@ -175,8 +175,28 @@ function M.step(name, fn, policy, ...)
     error(errors.new("CleanupTooLate", ("%s: cleanup can no longer run step '%s'"):format(S.closing, name)))
   end
   local r = S.current_run
-  local rec = r.recorded[r.nops + 1]
-  if rec and rec.done then return co_yield(OP, "step", name, REPLAYED) end
+  local n = r.nops + 1
+  local rec = r.recorded[n]
+  if rec and rec.done then
+    -- Replay without a yield: when the log's next result is this op's, a
+    -- result (not an error) of this very step, and no other branch of the
+    -- run is ready, the engine would hand it straight back (ops.lua's
+    -- handle_op, "Fast path"); take it here. Anything else (a mismatch, an
+    -- error, a result the engine must check or order) goes through the yield.
+    local i = r.replay[r.rpos]
+    if i and r.nready == 0 and r.log_ops[i] == n and rec.kind == "step" and rec.name == name
+      and r.log_kinds[i] == "step.result" then
+      local v, err = decode(r.log_payloads[i])
+      if not err then
+        r.nops, r.rpos = n, r.rpos + 1
+        local t = r.log_times[i]
+        if t > r.now then r.now = t end
+        if v == null then v = nil end -- (a step that returns nothing gives the body nil)
+        return true, v
+      end
+    end
+    return co_yield(OP, "step", name, REPLAYED)
+  end
   return co_yield(OP, "step", name, { fn = fn, args = pack(...), policy = policy })
 end
 
