@@ -31,6 +31,11 @@ static void push_column(lua_State *L, sqlite3_stmt *st, int c) {
   }
 }
 
+static void push_text(lua_State *L, sqlite3_stmt *st, int c) {
+  const char *text = (const char *)sqlite3_column_text(st, c);
+  lua_pushlstring(L, text ? text : "", (size_t)sqlite3_column_bytes(st, c));
+}
+
 /* nil, message: a failure the store (or SQLite) describes. */
 static int fail(lua_State *L, const char *message) {
   lua_pushnil(L);
@@ -150,11 +155,20 @@ static int l_events(lua_State *L) {
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     n++;
     last = sqlite3_column_int64(st, 0);
-    for (int c = 1; c < 6; c++) {
-      if (sqlite3_column_type(st, c) == SQLITE_NULL) lua_pushboolean(L, 0);
-      else push_column(L, st, c);
-      lua_rawseti(L, base + c, n);
-    }
+    /* (by the schema: op and name may be NULL, kind and payload are text,
+     * time an integer; read as such, without asking each value its type) */
+    if (sqlite3_column_type(st, 1) == SQLITE_NULL) lua_pushboolean(L, 0);
+    else lua_pushinteger(L, sqlite3_column_int64(st, 1));
+    lua_rawseti(L, base + 1, n);
+    push_text(L, st, 2);
+    lua_rawseti(L, base + 2, n);
+    if (sqlite3_column_type(st, 3) == SQLITE_NULL) lua_pushboolean(L, 0);
+    else push_text(L, st, 3);
+    lua_rawseti(L, base + 3, n);
+    push_text(L, st, 4);
+    lua_rawseti(L, base + 4, n);
+    lua_pushinteger(L, sqlite3_column_int64(st, 5));
+    lua_rawseti(L, base + 5, n);
   }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);

@@ -67,6 +67,7 @@ if M.MAX_STREAMS_PER_RUN <= 0 then M.MAX_STREAMS_PER_RUN = 32 end -- 0 or a non-
 M.MCP_MAX_SESSIONS = math.tointeger(tonumber(os.getenv("MOOR_MCP_MAX_SESSIONS") or "")) or 0
 if M.MCP_MAX_SESSIONS <= 0 then M.MCP_MAX_SESSIONS = 256 end
 -- a step's retry policy when moor.step is given none: 3 retries, 1 s doubling up to 60 s
+M.STEP_WORKERS = 64                     -- step coroutines kept for the next step (engine/steps.lua)
 M.STEP_POLICY = { retries = 3, backoff = 1000, factor = 2, maxBackoff = 60000 }
 M.CONTENT_WARN_BYTES = 3 * 1024 * 1024 -- content parts a tool sends the model above which a warning is logged
 M.SESSION_DEPTH = 64                   -- parent links followed from a run to its outermost session

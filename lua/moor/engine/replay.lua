@@ -124,7 +124,9 @@ function M.load_run(row)
     if op then
       local rec = recorded[op]
       if not rec then
-        rec = { kind = OPKIND[kind] or kind, name = names[i] or nil }
+        -- (done is in the constructor, nil or not, so the table is made at
+        -- its size: set later, it made every replayed op's table grow)
+        rec = { kind = OPKIND[kind] or kind, name = names[i] or nil, done = nil }
         recorded[op] = rec
         if op > max_op then max_op = op end
       end

@@ -49,11 +49,39 @@ end
 
 local step_done, exec_step
 
--- Run a step's coroutine until it returns, raises, or parks on I/O.
+-- Steps run in worker coroutines, kept for the next step once one returns
+-- (a coroutine made and collected per step was churn on every step's path).
+-- A worker calls the step it is handed under pcall, then yields DONE with
+-- the outcome and waits for the next. One parked on I/O and abandoned, or
+-- dead, is never reused. The step to run is handed over in next_fn/next_args,
+-- set just before the resume that takes them (and cleared at once, so a
+-- kept worker holds no step's function, arguments or result).
+local DONE = setmetatable({}, { __name = "moor.step.done" })
+local next_fn, next_args = nil, nil
+local workers, nworkers = {}, 0
+
+local function call_next()
+  local fn, args = next_fn, next_args
+  next_fn, next_args = nil, nil
+  return fn(unpack(args, 1, args.n))
+end
+
+local function worker()
+  while true do co_yield(DONE, pcall(call_next)) end
+end
+
+local function take_worker()
+  if nworkers == 0 then return co_create(worker) end
+  local co = workers[nworkers]
+  workers[nworkers], nworkers = nil, nworkers - 1
+  return co
+end
+
+-- Run a step's worker until the step returns, raises, or parks on I/O.
 local function step_run(r, n, name, spec, attempt, co, info, ...)
   S.step_info = info
-  local ok, v, w = co_resume(co, ...)
-  while ok and co_status(co) == "suspended" do
+  local ok, v, w, x = co_resume(co, ...)
+  while ok and v ~= DONE and co_status(co) == "suspended" do
     if v == IO then
       S.step_info = false
       if not info.marked then
@@ -78,7 +106,7 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
         S.io_inflight = S.io_inflight - 1
         r.io = r.io - 1
         S.step_info = info
-        ok, v, w = co_resume(co, nil, tostring(serr))
+        ok, v, w, x = co_resume(co, nil, tostring(serr))
       else
         return
       end
@@ -88,18 +116,24 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
       info.posts = (info.posts or 0) + 1
       local posted = waits.post_task_message(r, v, ("%s:%d:%d"):format(r.id, n, info.posts))
       S.step_info = info
-      ok, v, w = co_resume(co, posted)
+      ok, v, w, x = co_resume(co, posted)
     elseif v ~= OP and not M.progress(r, v) then
       co_close(co)
       S.step_info = false
       return
     else
       S.step_info = info
-      ok, v, w = co_resume(co)
+      ok, v, w, x = co_resume(co)
     end
   end
   S.step_info = false
-  if ok then ok, v = v, w else co_close(co) end -- (false: raised past the pcall)
+  if ok and v == DONE then
+    ok, v = w, x
+    if nworkers < conf.STEP_WORKERS then nworkers = nworkers + 1; workers[nworkers] = co end
+  else
+    co_close(co) -- (raised past the pcall)
+    ok, v = false, ok and "a step's coroutine ended without its result" or v
+  end
   step_done(r, n, name, spec, attempt, ok, v)
 end
 
@@ -142,8 +176,10 @@ exec_step = function(r, n, name, spec, attempt)
                  signal = r.signal, auth = auth.step_auth(r, n, attempt), retries = spec.policy.retries,
                  rerun = rec ~= nil and not rec.ran }
   if rec then rec.ran = true end
-  -- A step, as a branch (new_thread), runs under pcall in its coroutine.
-  step_run(r, n, name, spec, attempt, co_create(pcall), info, spec.fn, unpack(spec.args, 1, spec.args.n))
+  -- A step, as a branch (new_thread), runs under pcall in its coroutine (a worker's).
+  local co = take_worker()
+  next_fn, next_args = spec.fn, spec.args
+  step_run(r, n, name, spec, attempt, co, info)
 end
 M.exec = exec_step
 auth.install(exec_step)
