@@ -242,10 +242,11 @@ function M.task_id(tool_name, rand)
   return tool_name .. "-" .. table.concat(out)
 end
 
-local function new_id(prefix)
-  return prefix .. ("%011x"):format(now_ms()) .. (core.random_bytes(6):gsub(".", function(c)
-    return ("%02x"):format(c:byte())
-  end))
+-- An id: the prefix, the time in ms (11 hex digits) and 6 random bytes in hex
+-- (rand: 6 bytes or more of core.random_bytes, from offset at).
+local HEX6 = ("%02x"):rep(6)
+local function new_id(prefix, rand, at)
+  return prefix .. ("%011x"):format(now_ms()) .. HEX6:format(rand:byte(at, at + 5))
 end
 
 --- Start a run of tool `name` with input (JSON text or a value). opts:
@@ -280,16 +281,20 @@ function M.call(name, input_json, opts)
     session = { id = session and session.id, turnId = session and session.turnId,
       principal = session and session.principal, taskId = M.task_id(name) }
   end
-  local row = { id = new_id("run_"), tool = name, entry = tool.entry, input = text,
-                call_id = opts.callId or new_id("call_"), source_hash = tool.source_hash,
-                seed = string.unpack("<i8", core.random_bytes(8)), started = now_ms(),
+  local rand = core.random_bytes(20) -- (one read of the kernel's CSPRNG: both ids and the seed)
+  local row = { id = new_id("run_", rand, 1), tool = name, entry = tool.entry, input = text,
+                call_id = opts.callId or new_id("call_", rand, 7), source_hash = tool.source_hash,
+                seed = string.unpack("<i8", rand, 13), started = now_ms(),
                 channel = opts.noInput and "none" or "default", parent_id = opts.parent, parent_op = opts.parentOp,
                 session = session }
   local inserted, e = store.insert_run(row)
   if not inserted then return nil, e, "store" end
   local r = M.new_run(row, tool)
-  append(r, nil, "run.started", name, encode({ input = decode(text), callId = row.call_id, parentId = opts.parent,
-    session = session }))
+  -- (the input as the row has it, not decoded and encoded again: the encoder
+  -- sorts keys, so this is the text encode({ callId, input, parentId, session }) gives)
+  append(r, nil, "run.started", name, '{"callId":' .. encode(row.call_id) .. ',"input":' .. text
+    .. (opts.parent and (',"parentId":' .. encode(opts.parent)) or "")
+    .. (session and (',"session":' .. encode(session)) or "") .. "}")
   if session and session.taskId and not session.inbox then
     -- No session takes its result: its own stream shows the receipt (moor call prints it).
     -- (the words of moor.session.tasktext's receipt; tasks_spec checks they agree)
