@@ -1,8 +1,11 @@
 /* The tick an embedder can afford (issue 13): the longest idle moor_tick
  * over 200,000 with 0, 10,000 and 100,000 runs parked on long sleeps, and
  * how far a budgeted tick (moor_tick_budget) goes past its budget while a
- * 10,000-step run is ready. Three rounds each; prints min–max. Figures, not
- * pass/fail (README, Benchmarks).
+ * 10,000-step run is ready. Three rounds each; prints min–max. Beside each
+ * idle figure, two controls timed in the same loop in the same process (an
+ * empty C call, and a C spin as long as the ticks' mean), for the part of
+ * the longest tick that is the machine's.
+ * Figures, not pass/fail (README, Benchmarks).
  *
  *   moor_tick_bench [AGENT_DIR [TICKS [budget]]]   (default tests/bench/agent, 200000;
  *   "budget": only the budgeted figures)
@@ -10,11 +13,13 @@
  * Built with -DMOOR_BENCH_NO_BUDGET it measures a build before
  * moor_tick_budget: the idle figures, and one plain moor_tick meeting the
  * 10,000-step run. */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "moor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static const char *agent = "tests/bench/agent";
@@ -62,7 +67,9 @@ struct range {
   double lo, hi;
 };
 
-static int verbose; /* $MOOR_TICK_BENCH_VERBOSE: each budgeted tick over 2x its budget in CPU time */
+/* $MOOR_TICK_BENCH_VERBOSE: each budgeted tick over 2x its budget in CPU time; the idle loops'
+ * slowest calls with their page faults and context switches (timed_loop) */
+static int verbose;
 
 static void add(struct range *r, double v, int first) {
   if (first) r->lo = r->hi = v;
@@ -70,11 +77,110 @@ static void add(struct range *r, double v, int first) {
   if (first || v > r->hi) r->hi = v;
 }
 
-/* n runs parked on a 1 h sleep, then `ticks` idle moor_ticks: the longest
- * one (wall clock, and the thread's CPU time), the 99.99th percentile and
- * the mean (wall), in µs. */
-static void idle(int round, long n, int ticks, double *max, double *cpu_max, double *p9999, double *mean,
-                 double *over50) {
+/* The controls: C functions kept out of line (and out of the compiler's
+ * sight: the asm), timed in the same loop as moor_tick; what their longest
+ * calls take is the machine's (interrupts, the VM's preemption), none of it
+ * moor's. The empty call is over in some 30 ns, so 200,000 of them are
+ * exposed to the machine for some 6 ms against the ticks' 300 ms: the spin
+ * turns spin_n times, as long as the idle ticks take on average (no system
+ * call, no memory), for the same exposure. */
+static long spin_n;
+
+__attribute__((noinline)) static int control_empty(moor *m, long long *due) {
+  __asm__ volatile("" : : "r"(m), "r"(due) : "memory");
+  return 0;
+}
+
+__attribute__((noinline)) static int control_spin(moor *m, long long *due) {
+  for (long i = 0; i < spin_n; i++) __asm__ volatile("" : : "r"(i) : "memory");
+  __asm__ volatile("" : : "r"(m), "r"(due) : "memory");
+  return 0;
+}
+
+/* spin_n for a spin of mean_ns (the fastest of 5 timings of 100,000 turns). */
+static void calibrate_spin(double mean_ns) {
+  long long best = 0;
+  spin_n = 100000;
+  for (int k = 0; k < 5; k++) {
+    long long t0 = now_ns();
+    control_spin(NULL, NULL);
+    long long dt = now_ns() - t0;
+    if (!k || dt < best) best = dt;
+  }
+  spin_n = (long)(mean_ns * 100000 / (best > 0 ? best : 1));
+  if (spin_n < 1) spin_n = 1;
+}
+
+/* One loop's figures, in µs: the longest call (wall clock, and the thread's
+ * CPU time), the 99.99th percentile and the mean (wall); the calls over 50 µs. */
+struct loop_fig {
+  double max, cpu_max, p9999, mean, over50;
+};
+
+/* $MOOR_TICK_BENCH_VERBOSE: each loop also reads the thread's page faults and
+ * context switches around every call (getrusage, so each call costs more) and
+ * prints the calls longest in CPU time with what they took. */
+struct slow {
+  long long cpu, wall;
+  long minflt, majflt, nvcsw, nivcsw;
+  int i;
+};
+
+static void thread_usage(struct rusage *ru) { getrusage(RUSAGE_THREAD, ru); }
+
+/* `ticks` calls of fn (moor_tick, or the control) timed alike: t holds ticks
+ * entries. */
+static void timed_loop(moor *m, int (*fn)(moor *, long long *), int ticks, long long *t, struct loop_fig *f,
+                       const char *what) {
+  long long due, sum = 0, cmax = 0;
+  struct slow top[5] = {{0}};
+  long faults = 0, switched = 0, cpu_over50 = 0;
+  for (int i = 0; i < ticks; i++) {
+    struct rusage r0, r1;
+    if (verbose) thread_usage(&r0);
+    long long c0 = cpu_ns(), t0 = now_ns();
+    check(m, fn(m, &due));
+    long long dt = now_ns() - t0, c = cpu_ns() - c0;
+    t[i] = dt; /* (after both clocks; t was written through before, so no store here is a first touch: a fault) */
+    if (verbose) {
+      thread_usage(&r1);
+      struct slow e = {c, dt, r1.ru_minflt - r0.ru_minflt, r1.ru_majflt - r0.ru_majflt,
+                       r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_nivcsw - r0.ru_nivcsw, i};
+      faults += e.minflt + e.majflt;
+      switched += e.nvcsw + e.nivcsw > 0;
+      cpu_over50 += c > 50000;
+      for (int k = 0; k < 5; k++)
+        if (c > top[k].cpu) {
+          memmove(top + k + 1, top + k, sizeof top[0] * (size_t)(4 - k));
+          top[k] = e;
+          break;
+        }
+    }
+    if (c > cmax) cmax = c;
+    sum += dt;
+  }
+  if (verbose) {
+    fprintf(stderr, "  %s: %ld page faults, %ld calls switched out, %ld over 50 us of CPU time; longest in CPU time:",
+            what, faults, switched, cpu_over50);
+    for (int k = 0; k < 5; k++)
+      fprintf(stderr, " #%d %lld us CPU %lld wall (%ld+%ld faults, %ld+%ld switches)", top[k].i, top[k].cpu / 1000,
+              top[k].wall / 1000, top[k].minflt, top[k].majflt, top[k].nvcsw, top[k].nivcsw);
+    fprintf(stderr, "\n");
+  }
+  f->cpu_max = cmax / 1e3;
+  qsort(t, (size_t)ticks, sizeof *t, cmp_ll);
+  f->max = t[ticks - 1] / 1e3;
+  long k = 0;
+  while (k < ticks && t[ticks - 1 - k] > 50000) k++;
+  f->over50 = k;
+  f->p9999 = t[(long)ticks * 9999 / 10000] / 1e3;
+  f->mean = sum / 1e3 / ticks;
+}
+
+/* n runs parked on a 1 h sleep, then `ticks` idle moor_ticks, then as many
+ * calls of each control in the same loop (the same process, heap and
+ * database open). */
+static void idle(int round, long n, int ticks, struct loop_fig *tick, struct loop_fig *empty, struct loop_fig *spin) {
   char name[64];
   snprintf(name, sizeof name, "idle-%ld-%d.db", n, round);
   moor *m = open_db(name);
@@ -92,25 +198,29 @@ static void idle(int round, long n, int ticks, double *max, double *cpu_max, dou
   }
   long long *t = malloc(sizeof *t * (size_t)ticks);
   if (!t) exit(1);
-  long long sum = 0, cmax = 0;
-  for (int i = 0; i < ticks; i++) {
-    long long c0 = cpu_ns(), t0 = now_ns();
-    check(m, moor_tick(m, &due));
-    t[i] = now_ns() - t0;
-    long long c = cpu_ns() - c0;
-    if (c > cmax) cmax = c;
-    sum += t[i];
-  }
-  *cpu_max = cmax / 1e3;
-  qsort(t, (size_t)ticks, sizeof *t, cmp_ll);
-  *max = t[ticks - 1] / 1e3;
-  long k = 0;
-  while (k < ticks && t[ticks - 1 - k] > 50000) k++;
-  *over50 = k;
-  *p9999 = t[(long)ticks * 9999 / 10000] / 1e3;
-  *mean = sum / 1e3 / ticks;
+  memset(t, 0xff, sizeof *t * (size_t)ticks); /* (its pages faulted in now, not during the loops) */
+  char what[64];
+  snprintf(what, sizeof what, "%ld parked, round %d, moor_tick", n, round);
+  timed_loop(m, moor_tick, ticks, t, tick, what);
+  snprintf(what, sizeof what, "%ld parked, round %d, empty call", n, round);
+  timed_loop(m, control_empty, ticks, t, empty, what);
+  calibrate_spin(tick->mean * 1e3);
+  snprintf(what, sizeof what, "%ld parked, round %d, spin", n, round);
+  timed_loop(m, control_spin, ticks, t, spin, what);
   free(t);
   moor_close(m);
+}
+
+struct loop_range {
+  struct range max, cpu_max, p9999, mean, over50;
+};
+
+static void add_loop(struct loop_range *r, const struct loop_fig *f, int first) {
+  add(&r->max, f->max, first);
+  add(&r->cpu_max, f->cpu_max, first);
+  add(&r->p9999, f->p9999, first);
+  add(&r->mean, f->mean, first);
+  add(&r->over50, f->over50, first);
 }
 
 /* A fresh 10,000-step run, driven by ticks of `budget_us` to its end: the
@@ -172,19 +282,25 @@ int main(int argc, char **argv) {
   verbose = getenv("MOOR_TICK_BENCH_VERBOSE") != NULL;
   static const long parked[] = {0, 10000, 100000};
   for (int k = 0; k < (argc > 3 && !strcmp(argv[3], "budget") ? 0 : 3); k++) {
-    struct range mx = {0}, cmx = {0}, p = {0}, mean = {0}, o50 = {0};
+    struct loop_range tk, ctl[2]; /* (set by the first round) */
     for (int r = 0; r < 3; r++) {
-      double a, b, c, d, e;
-      idle(r, parked[k], ticks, &a, &b, &c, &d, &e);
-      add(&o50, e, r == 0);
-      add(&mx, a, r == 0);
-      add(&cmx, b, r == 0);
-      add(&p, c, r == 0);
-      add(&mean, d, r == 0);
+      struct loop_fig a, b, c;
+      idle(r, parked[k], ticks, &a, &b, &c);
+      add_loop(&tk, &a, r == 0);
+      add_loop(&ctl[0], &b, r == 0);
+      add_loop(&ctl[1], &c, r == 0);
     }
     printf("idle moor_tick, %6ld parked runs: max %.0f-%.0f us (CPU time %.0f-%.0f us), p99.99 %.1f-%.1f us, "
            "mean %.2f-%.2f us over %d ticks, %.0f-%.0f over 50 us (target: max <= 50)\n",
-           parked[k], mx.lo, mx.hi, cmx.lo, cmx.hi, p.lo, p.hi, mean.lo, mean.hi, ticks, o50.lo, o50.hi);
+           parked[k], tk.max.lo, tk.max.hi, tk.cpu_max.lo, tk.cpu_max.hi, tk.p9999.lo, tk.p9999.hi, tk.mean.lo,
+           tk.mean.hi, ticks, tk.over50.lo, tk.over50.hi);
+    static const char *controls[] = {"an empty C call", "a C spin as long"};
+    for (int c = 0; c < 2; c++)
+      printf("  control, %s in the same loop: max %.0f-%.0f us (CPU time %.0f-%.0f us), p99.99 %.1f-%.1f us, "
+             "mean %.2f-%.2f us, %.0f-%.0f over 50 us (the machine's share)\n",
+             controls[c], ctl[c].max.lo, ctl[c].max.hi, ctl[c].cpu_max.lo, ctl[c].cpu_max.hi, ctl[c].p9999.lo,
+             ctl[c].p9999.hi, ctl[c].mean.lo, ctl[c].mean.hi, ctl[c].over50.lo, ctl[c].over50.hi);
+    fflush(stdout);
   }
 #ifdef MOOR_BENCH_NO_BUDGET
   static const long long budgets[] = {0};
