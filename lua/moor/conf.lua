@@ -58,6 +58,7 @@ end
 M.EVICT_IDLE_MS = env_int("MOOR_EVICT_IDLE_MS", 30000) -- ms parked before a run is evicted ($MOOR_EVICT_IDLE_MS)
 M.MAX_PARKED_LIVE = env_int("MOOR_MAX_PARKED_LIVE", 10000) -- runs in memory beyond which parked ones are evicted
 M.EVICT_BATCH = 1024                  -- runs a scheduler round looks at for eviction, at most
+M.EVICT_SLICE_US = env_int("MOOR_EVICT_SLICE_US", 20) -- µs an unbudgeted round may spend evicting (one at least)
 M.evict_rounds = false                -- tick's due includes the next eviction (moor dev sets it: it serves)
 -- open SSE streams per run (429 beyond): a client cannot pin the host with streams
 M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 0

@@ -8,6 +8,7 @@ local engine = require "moor.engine"
 local session = require "moor.session"
 local json = require "moor.json"
 local core = require "moor.core"
+local conf = require "moor.conf"
 local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
@@ -69,7 +70,9 @@ local function twice(tool, act, watch)
     engine.EVICT_IDLE_MS = mode == "evicted" and 0 or -1
     local before = engine.stats()
     local id = assert(t.start(tool, {}))
-    engine.tick() -- (it parks: evicted at the end of the round)
+    for _ = 1, 50 do -- (it parks: evicted at the end of a round, a slice of runs a round)
+      if engine.tick() ~= 0 then break end
+    end
     local parked = engine.evicted(id)
     if act then
       t.drive(id)
@@ -347,5 +350,34 @@ describe("eviction", function()
       core.wait(5)
     end
     assert.are.equal("io done", (t.outcome(id)))
+  end)
+
+  it("evicts a bounded slice a round, and says there is more (a sweep of 1,024 at once paused a host)", function()
+    local sleeper = workflow("evict_slice", function() moor.sleep("1h"); return true end)
+    engine.EVICT_IDLE_MS = 3600000
+    local ids = {}
+    for i = 1, 300 do ids[i] = assert(t.start(sleeper, {})) end
+    for _ = 1, 20 do engine.tick() end
+    for _, id in ipairs(ids) do assert.is_false(engine.evicted(id)) end
+    engine.EVICT_IDLE_MS = 0
+    local saved_slice = conf.EVICT_SLICE_US
+    conf.EVICT_SLICE_US = 0 -- (one eviction a round: at least one always goes)
+    local before = engine.stats().evictions
+    local due = engine.tick()
+    local one = engine.stats().evictions - before
+    local rounds = 1
+    while engine.stats().evictions - before < 300 and rounds < 1000 do
+      assert.are.equal(0, due, "a round that left runs to evict did not ask for the next at once")
+      due = engine.tick()
+      rounds = rounds + 1
+    end
+    conf.EVICT_SLICE_US = saved_slice
+    assert.are.equal(1, one, "the first round evicted " .. one)
+    assert.are.equal(300, engine.stats().evictions - before)
+    assert.is_true(rounds >= 300, "300 runs evicted in " .. rounds .. " rounds")
+    for _, id in ipairs(ids) do assert.is_true(engine.evicted(id)) end
+    -- and they still wake: one is cancelled (its log reaches it) and ends
+    assert.is_true(t.cancel(ids[1]))
+    assert.are.equal("cancelled", t.drive(ids[1]))
   end)
 end)

@@ -162,12 +162,14 @@ function M.tick(budget_us)
       break
     end
   end
+  -- (the sweep gets what is left of the budget, or a slice: at least one eviction)
+  local sweep_until = deadline or (mono() + conf.EVICT_SLICE_US)
   deadline = false
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
-  local evict_due = evict.sweep() -- (runs parked too long leave memory)
+  local evict_due, evict_left = evict.sweep(sweep_until, mono) -- (runs parked too long leave memory)
   local due = timers.next_due()
-  if #S.later > 0 or left then due = now_ms() end -- a paused thread, work left: the next tick goes on
+  if #S.later > 0 or left or evict_left then due = now_ms() end -- a paused thread, work left: the next tick goes on
   if evict.pending() then due = now_ms() end -- (runs reached during the round: loaded at the next)
   if evict_due and conf.evict_rounds and (not due or evict_due < due) then due = evict_due end
   local store_error = failed and log.store_error or nil
