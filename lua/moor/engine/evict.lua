@@ -116,21 +116,19 @@ local function evictable(r, now)
       or (r.auths and next(r.auths)) or next(r.waiters) == nil then
     return false
   end
-  local first = false
-  for _, t in ipairs(timers.of(r)) do
-    if t.due <= now then return false end -- it fires at the next round
-    if not first or t.due < first.due then first = t end
-  end
-  return true, first
+  local first = timers.earliest(r)
+  if first and first.due <= now then return false end -- it fires at the next round
+  return true, first or false
 end
 
 local function evict(r, first)
   local id = r.id
   if first then
-    -- One timer entry stays, owned by a stand-in for the run (the run's own
-    -- leave the heap as it is dropped): it wakes the run when it falls due.
-    local wake
-    wake = timers.add({ settled = false, id = id }, first.due, function()
+    -- The earliest timer entry stays, handed to a stand-in for the run (its
+    -- others leave the heap as it is dropped): it wakes the run when it
+    -- falls due.
+    local wake = first
+    timers.rehome(first, { settled = false, id = id }, function()
       if S.evicted[id] == wake then M.wake(id) end
     end)
     S.evicted[id] = wake

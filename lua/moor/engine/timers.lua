@@ -78,6 +78,18 @@ local function unlink(t)
   end
 end
 
+-- Note t in r's entry of of_run.
+local function link(r, t)
+  local e = of_run[r]
+  if not e then
+    of_run[r] = t
+  elseif e.due then
+    of_run[r] = { e, t }
+  else
+    e[#e + 1] = t
+  end
+end
+
 local function pop()
   local top = remove_at(1)
   unlink(top)
@@ -91,14 +103,7 @@ function M.add(r, due, fire)
   nheap = nheap + 1
   heap[nheap] = t
   sift_up(nheap)
-  local e = of_run[r]
-  if not e then
-    of_run[r] = t
-  elseif e.due then
-    of_run[r] = { e, t }
-  else
-    e[#e + 1] = t
-  end
+  link(r, t)
   return t
 end
 
@@ -110,14 +115,23 @@ function M.cancel(t)
   end
 end
 
---- Run r's pending timers, as a list (eviction reads them: engine/evict.lua).
-function M.of(r)
+--- Run r's earliest pending timer, or nil (eviction reads it: engine/evict.lua).
+function M.earliest(r)
   local e = of_run[r]
-  if not e then return {} end
-  if e.due then return { e } end
-  local l = {}
-  for k = 1, #e do l[k] = e[k] end
-  return l
+  if not e or e.due then return e end
+  local first = e[1]
+  for k = 2, #e do
+    if e[k].due < first.due then first = e[k] end
+  end
+  return first
+end
+
+--- Timer t, still pending, now belongs to owner and calls fire (an evicted
+-- run's stand-in takes over its earliest timer: no new entry, no removal).
+function M.rehome(t, owner, fire)
+  unlink(t)
+  t.run, t.fire = owner, fire
+  link(owner, t)
 end
 
 --- Take run r's timers out of the heap (r settled: they would never fire).
