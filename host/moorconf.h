@@ -129,6 +129,20 @@
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
 #endif
+/* Checkpoints (copying the WAL's pages into the database file, and syncing
+ * it) run on a thread of their own with its own connection, not inside the
+ * engine's commits. A commit that leaves the WAL with at least this many
+ * frames (pages) wakes it; it runs a PASSIVE checkpoint. 0: no thread,
+ * SQLite's own automatic checkpoint at 1,000 frames, inside the commit. */
+#ifndef MOOR_STORE_CHECKPOINT_FRAMES
+#define MOOR_STORE_CHECKPOINT_FRAMES 1000 /* (SQLite's default) */
+#endif
+/* When commits come faster than the thread's checkpoints finish, the WAL
+ * cannot start over and grows: from this many frames on, each commit also
+ * runs the PASSIVE checkpoint itself, inline, as SQLite's automatic one does. */
+#ifndef MOOR_STORE_CHECKPOINT_MAX_FRAMES
+#define MOOR_STORE_CHECKPOINT_MAX_FRAMES (16 * MOOR_STORE_CHECKPOINT_FRAMES)
+#endif
 
 /* --- the HTTP client (host/fetch.c, host/fetch_lua.c) ---------------------- */
 
