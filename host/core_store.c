@@ -158,7 +158,8 @@ static int l_events(lua_State *L) {
  * opened, kept = statements kept prepared now } (tests/lua/store_spec.lua),
  * and the checkpointer's (store.h's moor_store_stats): checkpointer (true
  * when checkpoints run on their own thread), checkpoints and
- * checkpoints_busy (run by it), checkpoints_inline (run by commits),
+ * checkpoints_busy (run by it), checkpointing (it runs one or is woken to),
+ * checkpoints_inline (run by commits),
  * wal_frames (in the WAL after the last commit), checkpoint_frames and
  * checkpoint_max_frames (MOOR_STORE_CHECKPOINT_*) (checkpoint_spec.lua). */
 static int l_store_stats(lua_State *L) {
@@ -167,7 +168,7 @@ static int l_store_stats(lua_State *L) {
   for (size_t i = 0; i < sizeof m->store.stmts / sizeof m->store.stmts[0]; i++) kept += m->store.stmts[i].st != NULL;
   moor_store_ckpt_stats st;
   moor_store_stats(&m->store, &st);
-  lua_createtable(L, 0, 9);
+  lua_createtable(L, 0, 10);
   lua_pushinteger(L, m->store.prepared);
   lua_setfield(L, -2, "prepared");
   lua_pushinteger(L, kept);
@@ -178,6 +179,8 @@ static int l_store_stats(lua_State *L) {
   lua_setfield(L, -2, "checkpoints");
   lua_pushinteger(L, st.checkpoints_busy);
   lua_setfield(L, -2, "checkpoints_busy");
+  lua_pushboolean(L, st.checkpointing);
+  lua_setfield(L, -2, "checkpointing");
   lua_pushinteger(L, st.checkpoints_inline);
   lua_setfield(L, -2, "checkpoints_inline");
   lua_pushinteger(L, st.wal_frames);

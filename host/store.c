@@ -440,6 +440,7 @@ void moor_store_stats(moor_store *s, moor_store_ckpt_stats *out) {
   uv_mutex_lock(&c->mu);
   out->checkpoints = c->runs;
   out->checkpoints_busy = c->busy;
+  out->checkpointing = c->running || c->wanted;
   uv_mutex_unlock(&c->mu);
 }
 
