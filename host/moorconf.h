@@ -137,9 +137,12 @@
 #ifndef MOOR_STORE_CHECKPOINT_FRAMES
 #define MOOR_STORE_CHECKPOINT_FRAMES 1000 /* (SQLite's default) */
 #endif
-/* When commits come faster than the thread's checkpoints finish, the WAL
- * cannot start over and grows: from this many frames on, each commit also
- * runs the PASSIVE checkpoint itself, inline, as SQLite's automatic one does. */
+/* Commits with no pause between them keep the WAL from starting over (each
+ * transaction begins before the thread's checkpoint ends): from this many
+ * frames on, a commit runs the PASSIVE checkpoint itself, inline, as SQLite's
+ * automatic one does (after waiting for the thread's, if one runs), and the
+ * WAL starts over. Its file keeps its largest size: 4 KiB pages x 16,000
+ * is about 64 MiB. */
 #ifndef MOOR_STORE_CHECKPOINT_MAX_FRAMES
 #define MOOR_STORE_CHECKPOINT_MAX_FRAMES (16 * MOOR_STORE_CHECKPOINT_FRAMES)
 #endif

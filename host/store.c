@@ -294,13 +294,23 @@ static void tune_malloc(void) {
  * does not move: commits still commit, and sync as `synchronous` says, on
  * the engine's connection; the thread only copies committed frames into the
  * file (PASSIVE: no frame a reader still needs, never waiting on a lock), and
- * the last connection's close checkpoints what is left, as before. The WAL
- * starts over at the first commit after a checkpoint that copied all of it;
- * under commits that never pause none may, so from
- * MOOR_STORE_CHECKPOINT_MAX_FRAMES on a commit runs the checkpoint itself
- * (the thread has copied most of the WAL by then), as SQLite's would. The
- * second connection is this process's: moor's single-host lock (lock.c, a
- * separate file) is unaffected, and SQLite shares its locks between the two. */
+ * the last connection's close checkpoints what is left, as before.
+ *
+ * The WAL starts over (is written from its start again) at a commit whose
+ * transaction began after a checkpoint had copied all of it. When the
+ * engine commits with no pause, its next transaction has always begun
+ * before the thread's checkpoint ends, so the WAL grows although each
+ * checkpoint copies nearly all of it; from MOOR_STORE_CHECKPOINT_MAX_FRAMES
+ * on, the commit waits for the thread's checkpoint if one runs and runs one
+ * itself (copying what little the thread left), as SQLite's automatic one
+ * would: the next transaction starts the WAL over. With pauses (a host
+ * waiting on the network, between frames of a game) the thread's checkpoint
+ * ends in one and the WAL starts over at about MOOR_STORE_CHECKPOINT_FRAMES.
+ *
+ * The second connection is this process's: moor's single-host lock (lock.c,
+ * a file of its own) is unaffected, SQLite shares its POSIX locks between
+ * the two, and the close order (the thread's connection first) leaves the
+ * engine's as the last one, which folds the WAL in and removes it. */
 struct moor_store_ckpt {
   uv_thread_t thread;
   uv_mutex_t mu;      /* held only to read or change the fields below, never across a checkpoint */
