@@ -131,9 +131,10 @@
 #endif
 /* Checkpoints (copying the WAL's pages into the database file, and syncing
  * it) run on a thread of their own with its own connection, not inside the
- * engine's commits. A commit that leaves the WAL with at least this many
- * frames (pages) wakes it; it runs a PASSIVE checkpoint. 0: no thread,
- * SQLite's own automatic checkpoint at 1,000 frames, inside the commit. */
+ * engine's commits. A commit that leaves at least this many frames (pages)
+ * of the WAL not yet in the database file wakes it; it runs a PASSIVE
+ * checkpoint. 0: no thread, SQLite's own automatic checkpoint at 1,000
+ * frames, inside the commit. */
 #ifndef MOOR_STORE_CHECKPOINT_FRAMES
 #define MOOR_STORE_CHECKPOINT_FRAMES 1000 /* (SQLite's default) */
 #endif
@@ -143,6 +144,9 @@
  * automatic one does (after waiting for the thread's, if one runs), and the
  * WAL starts over. Its file keeps its largest size: 4 KiB pages x 16,000
  * is about 64 MiB. */
+#ifndef MOOR_STORE_CHECKPOINT_IDLE_MS
+#define MOOR_STORE_CHECKPOINT_IDLE_MS 5 /* no commit for this long: the thread copies what its last one left */
+#endif
 #ifndef MOOR_STORE_CHECKPOINT_MAX_FRAMES
 #define MOOR_STORE_CHECKPOINT_MAX_FRAMES (16 * MOOR_STORE_CHECKPOINT_FRAMES)
 #endif

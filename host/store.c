@@ -315,32 +315,63 @@ struct moor_store_ckpt {
   uv_thread_t thread;
   uv_mutex_t mu;      /* held only to read or change the fields below, never across a checkpoint */
   uv_cond_t wake;     /* wanted or stop set */
-  uv_cond_t done;     /* running cleared */
+  uv_cond_t idle;     /* running cleared */
   sqlite3 *db;        /* the thread's connection: only the thread uses it while it runs */
   int wanted, stop, running;
+  int behind;         /* frames are left that the last checkpoint did not copy: catch up when idle */
+  unsigned gen;       /* times the WAL started over (the hook counts them) */
+  unsigned done_gen;  /* ... when the thread's last checkpoint ran, which copied */
+  int copied;         /* ... this many of its frames into the database */
+  unsigned long commits; /* commits past MOOR_STORE_CHECKPOINT_FRAMES (to tell when the engine idles) */
   long runs, busy;    /* checkpoints run; of them SQLITE_BUSY */
 };
 
+/* Woken when MOOR_STORE_CHECKPOINT_FRAMES frames of the WAL are not in the
+ * database file yet, it copies them (and all committed meanwhile), about
+ * as often as SQLite's automatic checkpoint would (each one syncs the
+ * file: more would cost a commit that syncs too). The engine goes on
+ * committing meanwhile, so frames are left; once no commit has come for
+ * MOOR_STORE_CHECKPOINT_IDLE_MS it copies those too (once: the next catch-
+ * up waits for another commit), so the next transaction starts the WAL
+ * over. */
 static void ckpt_main(void *arg) {
   struct moor_store_ckpt *c = arg;
 #if defined(__GLIBC__)
   pthread_setname_np(pthread_self(), "moor-checkpoint"); /* (15 characters, the most it takes) */
 #endif
   uv_mutex_lock(&c->mu);
-  for (;;) {
-    while (!c->wanted && !c->stop) uv_cond_wait(&c->wake, &c->mu);
-    if (c->stop) break;
+  while (!c->stop) {
+    int catch_up = 0;
+    if (!c->wanted) {
+      if (!c->behind) {
+        uv_cond_wait(&c->wake, &c->mu);
+        continue;
+      }
+      unsigned long seen = c->commits;
+      int rc = uv_cond_timedwait(&c->wake, &c->mu, (uint64_t)MOOR_STORE_CHECKPOINT_IDLE_MS * 1000000u);
+      if (c->stop) break;
+      if (!c->wanted && (rc != UV_ETIMEDOUT || c->commits != seen || !c->behind)) continue;
+      catch_up = !c->wanted;
+    }
     c->wanted = 0;
+    c->behind = 0;
     c->running = 1;
+    unsigned gen = c->gen;
     uv_mutex_unlock(&c->mu);
     /* (An error other than SQLITE_BUSY is SQLite's automatic checkpoint's
      * too: nothing committed is lost, the next one tries again.) */
-    int rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    int log = 0, copied = 0;
+    int rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
     uv_mutex_lock(&c->mu);
     c->running = 0;
     c->runs++;
     if (rc == SQLITE_BUSY) c->busy++;
-    uv_cond_signal(&c->done);
+    if (rc == SQLITE_OK && gen == c->gen) {
+      c->done_gen = gen;
+      c->copied = copied;
+      c->behind = !catch_up && copied < log;
+    }
+    uv_cond_signal(&c->idle);
   }
   uv_mutex_unlock(&c->mu);
 }
@@ -350,24 +381,36 @@ static void ckpt_main(void *arg) {
 static int on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames) {
   moor_store *s = ud;
   struct moor_store_ckpt *c = s->ckpt;
+  int restarted = frames < s->wal_frames; /* (the transaction wrote from the WAL's start) */
   s->wal_frames = frames;
+  if (frames < MOOR_STORE_CHECKPOINT_FRAMES && !restarted) return SQLITE_OK;
+  uv_mutex_lock(&c->mu);
+  if (restarted) {
+    c->gen++;
+    c->behind = 0;
+  }
+  c->commits++;
   if (frames >= MOOR_STORE_CHECKPOINT_MAX_FRAMES) {
     /* The fallback: wait for the thread's checkpoint, if one is running
      * (it holds the checkpoint lock, and has copied most of the WAL), then
-     * run one here, so the next commit starts the WAL over. */
-    uv_mutex_lock(&c->mu);
+     * run one here, so the next transaction starts the WAL over. */
     c->wanted = 0;
-    while (c->running) uv_cond_wait(&c->done, &c->mu);
+    while (c->running) uv_cond_wait(&c->idle, &c->mu);
     uv_mutex_unlock(&c->mu);
     if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) == SQLITE_OK) s->ckpt_inline++;
-  } else if (frames >= MOOR_STORE_CHECKPOINT_FRAMES) {
-    uv_mutex_lock(&c->mu);
+    return SQLITE_OK;
+  }
+  int copied = c->done_gen == c->gen ? c->copied : 0;
+  if (frames - copied >= MOOR_STORE_CHECKPOINT_FRAMES) {
     if (!c->wanted) {
       c->wanted = 1;
       uv_cond_signal(&c->wake);
     }
-    uv_mutex_unlock(&c->mu);
+  } else if (frames > copied && !c->behind) {
+    c->behind = 1; /* (to copy once the engine idles: then the next transaction starts the WAL over) */
+    uv_cond_signal(&c->wake);
   }
+  uv_mutex_unlock(&c->mu);
   return SQLITE_OK;
 }
 
@@ -384,7 +427,7 @@ static int is_wal(sqlite3 *db) {
 
 static void ckpt_free(struct moor_store_ckpt *c) {
   sqlite3_close(c->db);
-  uv_cond_destroy(&c->done);
+  uv_cond_destroy(&c->idle);
   uv_cond_destroy(&c->wake);
   uv_mutex_destroy(&c->mu);
   free(c);
@@ -407,7 +450,7 @@ static void ckpt_start(moor_store *s, const char *sync) {
     free(c);
     return;
   }
-  if (uv_cond_init(&c->done)) {
+  if (uv_cond_init(&c->idle)) {
     uv_cond_destroy(&c->wake);
     uv_mutex_destroy(&c->mu);
     free(c);
@@ -450,7 +493,7 @@ void moor_store_stats(moor_store *s, moor_store_ckpt_stats *out) {
   uv_mutex_lock(&c->mu);
   out->checkpoints = c->runs;
   out->checkpoints_busy = c->busy;
-  out->checkpointing = c->running || c->wanted;
+  out->checkpointing = c->running || c->wanted || c->behind;
   uv_mutex_unlock(&c->mu);
 }
 
