@@ -15,6 +15,7 @@
 #include <pthread.h>
 #endif
 #include <uv.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,18 +323,23 @@ struct moor_store_ckpt {
   unsigned gen;       /* times the WAL started over (the hook counts them) */
   unsigned done_gen;  /* ... when the thread's last checkpoint ran, which copied */
   int copied;         /* ... this many of its frames into the database */
-  unsigned long commits; /* commits past MOOR_STORE_CHECKPOINT_FRAMES (to tell when the engine idles) */
+  int woken_at;       /* frames in the WAL when the thread was last woken */
   long runs, busy;    /* checkpoints run; of them SQLITE_BUSY */
+  /* The engine's write transactions, set without the mutex (moor_store_begin
+   * and _commit): the thread catches up only while the engine has opened
+   * none for MOOR_STORE_CHECKPOINT_IDLE_MS. */
+  atomic_uint txs;    /* transactions begun */
+  atomic_int in_tx;   /* one is open */
 };
 
 /* Woken when MOOR_STORE_CHECKPOINT_FRAMES frames of the WAL are not in the
  * database file yet, it copies them (and all committed meanwhile), about
  * as often as SQLite's automatic checkpoint would (each one syncs the
  * file: more would cost a commit that syncs too). The engine goes on
- * committing meanwhile, so frames are left; once no commit has come for
- * MOOR_STORE_CHECKPOINT_IDLE_MS it copies those too (once: the next catch-
- * up waits for another commit), so the next transaction starts the WAL
- * over. */
+ * committing meanwhile, so frames are left; once the engine has had no
+ * write transaction open for MOOR_STORE_CHECKPOINT_IDLE_MS it copies those
+ * too (once: the next catch-up waits for another commit), so the next
+ * transaction starts the WAL over. */
 static void ckpt_main(void *arg) {
   struct moor_store_ckpt *c = arg;
 #if defined(__GLIBC__)
@@ -347,10 +353,12 @@ static void ckpt_main(void *arg) {
         uv_cond_wait(&c->wake, &c->mu);
         continue;
       }
-      unsigned long seen = c->commits;
+      unsigned seen = atomic_load_explicit(&c->txs, memory_order_relaxed);
       int rc = uv_cond_timedwait(&c->wake, &c->mu, (uint64_t)MOOR_STORE_CHECKPOINT_IDLE_MS * 1000000u);
       if (c->stop) break;
-      if (!c->wanted && (rc != UV_ETIMEDOUT || c->commits != seen || !c->behind)) continue;
+      if (!c->wanted && (rc != UV_ETIMEDOUT || !c->behind || atomic_load_explicit(&c->in_tx, memory_order_relaxed) ||
+                         atomic_load_explicit(&c->txs, memory_order_relaxed) != seen))
+        continue;
       catch_up = !c->wanted;
     }
     c->wanted = 0;
@@ -369,7 +377,7 @@ static void ckpt_main(void *arg) {
     if (rc == SQLITE_OK && gen == c->gen) {
       c->done_gen = gen;
       c->copied = copied;
-      c->behind = !catch_up && copied < log;
+      if (!catch_up && copied < log) c->behind = 1; /* (or the hook set it: commits came meanwhile) */
     }
     uv_cond_signal(&c->idle);
   }
@@ -389,7 +397,6 @@ static int on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames) {
     c->gen++;
     c->behind = 0;
   }
-  c->commits++;
   if (frames >= MOOR_STORE_CHECKPOINT_MAX_FRAMES) {
     /* The fallback: wait for the thread's checkpoint, if one is running
      * (it holds the checkpoint lock, and has copied most of the WAL), then
@@ -401,9 +408,12 @@ static int on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames) {
     return SQLITE_OK;
   }
   int copied = c->done_gen == c->gen ? c->copied : 0;
+  /* (A checkpoint woken and not yet done copies at least what it was woken for.) */
+  if ((c->wanted || c->running) && c->woken_at > copied) copied = c->woken_at;
   if (frames - copied >= MOOR_STORE_CHECKPOINT_FRAMES) {
     if (!c->wanted) {
       c->wanted = 1;
+      c->woken_at = frames;
       uv_cond_signal(&c->wake);
     }
   } else if (frames > copied && !c->behind) {
@@ -581,12 +591,20 @@ void moor_store_close(moor_store *s) {
   s->db = NULL;
 }
 
+/* What the checkpointer watches to tell when the engine idles. */
+static void tx_opened(moor_store *s, int open) {
+  if (!s->ckpt) return;
+  if (open) atomic_fetch_add_explicit(&s->ckpt->txs, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->ckpt->in_tx, open, memory_order_relaxed);
+}
+
 int moor_store_begin(moor_store *s) {
   if (s->in_tx) return 0;
   int rc = sqlite3_step(s->begin);
   sqlite3_reset(s->begin);
   if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "begin");
   s->in_tx = 1;
+  tx_opened(s, 1);
   return 0;
 }
 
@@ -595,6 +613,7 @@ void moor_store_rollback(moor_store *s) {
    * whatever is left open goes now, so the next write starts afresh. */
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->in_tx = 0;
+  tx_opened(s, 0);
 }
 
 int moor_store_commit(moor_store *s) {
@@ -608,6 +627,7 @@ int moor_store_commit(moor_store *s) {
     return rc;
   }
   s->in_tx = 0;
+  tx_opened(s, 0);
   return 0;
 }
 

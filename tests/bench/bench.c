@@ -94,6 +94,7 @@ void *sqlite3_wal_hook(sqlite3 *db, wal_hook_fn fn, void *arg) {
   void *old = c->hook ? c->arg : NULL;
   c->hook = fn;
   c->arg = arg;
+  c->auto_frames = 0; /* (SQLite's automatic checkpoint is a WAL hook: replaced) */
   real_wal_hook()(db, wal_hook, c); /* (SQLite's own sets ours back: counting stays) */
   return old;
 }
