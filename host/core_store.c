@@ -158,8 +158,8 @@ static int l_events(lua_State *L) {
  * opened, kept = statements kept prepared now } (tests/lua/store_spec.lua),
  * and the checkpointer's (store.h's moor_store_stats): checkpointer (true
  * when checkpoints run on their own thread), checkpoints and
- * checkpoints_busy (run by it), checkpointing (it runs one or is woken to),
- * checkpoints_inline (run by commits),
+ * checkpoints_busy (run by it), checkpointing (it runs one, is woken to, or
+ * will once the engine idles), checkpoints_inline (run by commits),
  * wal_frames (in the WAL after the last commit), checkpoint_frames and
  * checkpoint_max_frames (MOOR_STORE_CHECKPOINT_*) (checkpoint_spec.lua). */
 static int l_store_stats(lua_State *L) {

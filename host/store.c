@@ -305,8 +305,8 @@ static void tune_malloc(void) {
  * on, the commit waits for the thread's checkpoint if one runs and runs one
  * itself (copying what little the thread left), as SQLite's automatic one
  * would: the next transaction starts the WAL over. With pauses (a host
- * waiting on the network, between frames of a game) the thread's checkpoint
- * ends in one and the WAL starts over at about MOOR_STORE_CHECKPOINT_FRAMES.
+ * waiting on the network, between frames of a game) the thread catches up
+ * in one and the WAL starts over after about MOOR_STORE_CHECKPOINT_FRAMES.
  *
  * The second connection is this process's: moor's single-host lock (lock.c,
  * a file of its own) is unaffected, SQLite shares its POSIX locks between

@@ -44,7 +44,7 @@ typedef struct moor_store_ckpt_stats {
   int checkpointer;      /* 1: checkpoints run on their own thread */
   long checkpoints;      /* PASSIVE checkpoints the thread ran */
   long checkpoints_busy; /* ... of them SQLITE_BUSY (another was running: copied nothing) */
-  int checkpointing;     /* the thread runs one, or has been woken to */
+  int checkpointing;     /* the thread runs one, has been woken to, or will once the engine idles */
   long checkpoints_inline; /* checkpoints commits ran themselves */
   int wal_frames;        /* frames in the WAL after the last commit */
 } moor_store_ckpt_stats;
