@@ -184,16 +184,40 @@ static int l_events(lua_State *L) {
 }
 
 /* store_stats() -> { prepared = statements prepared since the database was
- * opened, kept = statements kept prepared now } (tests/lua/store_spec.lua). */
+ * opened, kept = statements kept prepared now } (tests/lua/store_spec.lua),
+ * and the checkpointer's (store.h's moor_store_stats): checkpointer (true
+ * when checkpoints run on their own thread), checkpoints and
+ * checkpoints_busy (run by it), checkpointing (it runs one, is woken to, or
+ * will once the engine idles), checkpoints_inline (run by commits),
+ * wal_frames (in the WAL after the last commit), checkpoint_frames and
+ * checkpoint_max_frames (MOOR_STORE_CHECKPOINT_*) (checkpoint_spec.lua). */
 static int l_store_stats(lua_State *L) {
   moor *m = moor__self(L);
   int kept = 0;
   for (size_t i = 0; i < sizeof m->store.stmts / sizeof m->store.stmts[0]; i++) kept += m->store.stmts[i].st != NULL;
-  lua_createtable(L, 0, 2);
+  moor_store_ckpt_stats st;
+  moor_store_stats(&m->store, &st);
+  lua_createtable(L, 0, 10);
   lua_pushinteger(L, m->store.prepared);
   lua_setfield(L, -2, "prepared");
   lua_pushinteger(L, kept);
   lua_setfield(L, -2, "kept");
+  lua_pushboolean(L, st.checkpointer);
+  lua_setfield(L, -2, "checkpointer");
+  lua_pushinteger(L, st.checkpoints);
+  lua_setfield(L, -2, "checkpoints");
+  lua_pushinteger(L, st.checkpoints_busy);
+  lua_setfield(L, -2, "checkpoints_busy");
+  lua_pushboolean(L, st.checkpointing);
+  lua_setfield(L, -2, "checkpointing");
+  lua_pushinteger(L, st.checkpoints_inline);
+  lua_setfield(L, -2, "checkpoints_inline");
+  lua_pushinteger(L, st.wal_frames);
+  lua_setfield(L, -2, "wal_frames");
+  lua_pushinteger(L, MOOR_STORE_CHECKPOINT_FRAMES);
+  lua_setfield(L, -2, "checkpoint_frames");
+  lua_pushinteger(L, MOOR_STORE_CHECKPOINT_MAX_FRAMES);
+  lua_setfield(L, -2, "checkpoint_max_frames");
   return 1;
 }
 

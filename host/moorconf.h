@@ -132,6 +132,27 @@
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
 #endif
+/* Checkpoints (copying the WAL's pages into the database file, and syncing
+ * it) run on a thread of their own with its own connection, not inside the
+ * engine's commits. A commit that leaves at least this many frames (pages)
+ * of the WAL not yet in the database file wakes it; it runs a PASSIVE
+ * checkpoint. 0: no thread, SQLite's own automatic checkpoint at 1,000
+ * frames, inside the commit. */
+#ifndef MOOR_STORE_CHECKPOINT_FRAMES
+#define MOOR_STORE_CHECKPOINT_FRAMES 1000 /* (SQLite's default) */
+#endif
+/* Commits with no pause between them keep the WAL from starting over (each
+ * transaction begins before the thread's checkpoint ends): from this many
+ * frames on, a commit runs the PASSIVE checkpoint itself, inline, as SQLite's
+ * automatic one does (after waiting for the thread's, if one runs), and the
+ * WAL starts over. Its file keeps its largest size: 4 KiB pages x 16,000
+ * is about 64 MiB. */
+#ifndef MOOR_STORE_CHECKPOINT_IDLE_MS
+#define MOOR_STORE_CHECKPOINT_IDLE_MS 5 /* no commit for this long: the thread copies what its last one left */
+#endif
+#ifndef MOOR_STORE_CHECKPOINT_MAX_FRAMES
+#define MOOR_STORE_CHECKPOINT_MAX_FRAMES (16 * MOOR_STORE_CHECKPOINT_FRAMES)
+#endif
 
 /* --- the HTTP client (host/fetch.c, host/fetch_lua.c) ---------------------- */
 

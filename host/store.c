@@ -1,12 +1,21 @@
 /* SQLite store. Writes go through one lazily opened transaction that the
  * engine commits once per scheduler round (group commit), so a batch of
- * results becomes durable together before any body sees one of them. */
+ * results becomes durable together before any body sees one of them.
+ * Checkpoints run on a thread of their own (see "The checkpointer"). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np */
+#endif
 #include "store.h"
 #include "moor.h"
 
 #if defined(__GLIBC__) || defined(__linux__)
 #include <malloc.h>
 #endif
+#if defined(__GLIBC__)
+#include <pthread.h>
+#endif
+#include <uv.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +284,229 @@ static void tune_malloc(void) {
 #endif
 }
 
+/* --- The checkpointer -------------------------------------------------------
+ * SQLite's automatic checkpoint runs inside the commit that leaves the WAL
+ * with 1,000 frames or more: on the engine's thread, it copies those pages
+ * into the database file and syncs it (about 2-3 ms of CPU and 5-8 ms wall
+ * here, once every ~770 steps of a run: a budgeted tick's worst overshoot).
+ * A read-write WAL store replaces it: its WAL hook (which takes the place
+ * of SQLite's own, the automatic checkpoint being one) wakes a thread that
+ * runs the same PASSIVE checkpoint on a connection of its own. Durability
+ * does not move: commits still commit, and sync as `synchronous` says, on
+ * the engine's connection; the thread only copies committed frames into the
+ * file (PASSIVE: no frame a reader still needs, never waiting on a lock), and
+ * the last connection's close checkpoints what is left, as before.
+ *
+ * The WAL starts over (is written from its start again) at a commit whose
+ * transaction began after a checkpoint had copied all of it. When the
+ * engine commits with no pause, its next transaction has always begun
+ * before the thread's checkpoint ends, so the WAL grows although each
+ * checkpoint copies nearly all of it; from MOOR_STORE_CHECKPOINT_MAX_FRAMES
+ * on, the commit waits for the thread's checkpoint if one runs and runs one
+ * itself (copying what little the thread left), as SQLite's automatic one
+ * would: the next transaction starts the WAL over. With pauses (a host
+ * waiting on the network, between frames of a game) the thread catches up
+ * in one and the WAL starts over after about MOOR_STORE_CHECKPOINT_FRAMES.
+ *
+ * The second connection is this process's: moor's single-host lock (lock.c,
+ * a file of its own) is unaffected, SQLite shares its POSIX locks between
+ * the two, and the close order (the thread's connection first) leaves the
+ * engine's as the last one, which folds the WAL in and removes it. */
+struct moor_store_ckpt {
+  uv_thread_t thread;
+  uv_mutex_t mu;      /* held only to read or change the fields below, never across a checkpoint */
+  uv_cond_t wake;     /* wanted or stop set */
+  uv_cond_t idle;     /* running cleared */
+  sqlite3 *db;        /* the thread's connection: only the thread uses it while it runs */
+  int wanted, stop, running;
+  int behind;         /* frames are left that the last checkpoint did not copy: catch up when idle */
+  unsigned gen;       /* times the WAL started over (the hook counts them) */
+  unsigned done_gen;  /* ... when the thread's last checkpoint ran, which copied */
+  int copied;         /* ... this many of its frames into the database */
+  int woken_at;       /* frames in the WAL when the thread was last woken */
+  long runs, busy;    /* checkpoints run; of them SQLITE_BUSY */
+  /* The engine's write transactions, set without the mutex (moor_store_begin
+   * and _commit): the thread catches up only while the engine has opened
+   * none for MOOR_STORE_CHECKPOINT_IDLE_MS. */
+  atomic_uint txs;    /* transactions begun */
+  atomic_int in_tx;   /* one is open */
+};
+
+/* Woken when MOOR_STORE_CHECKPOINT_FRAMES frames of the WAL are not in the
+ * database file yet, it copies them (and all committed meanwhile), about
+ * as often as SQLite's automatic checkpoint would (each one syncs the
+ * file: more would cost a commit that syncs too). The engine goes on
+ * committing meanwhile, so frames are left; once the engine has had no
+ * write transaction open for MOOR_STORE_CHECKPOINT_IDLE_MS it copies those
+ * too (once: the next catch-up waits for another commit), so the next
+ * transaction starts the WAL over. */
+static void ckpt_main(void *arg) {
+  struct moor_store_ckpt *c = arg;
+#if defined(__GLIBC__)
+  pthread_setname_np(pthread_self(), "moor-checkpoint"); /* (15 characters, the most it takes) */
+#endif
+  uv_mutex_lock(&c->mu);
+  while (!c->stop) {
+    int catch_up = 0;
+    if (!c->wanted) {
+      if (!c->behind) {
+        uv_cond_wait(&c->wake, &c->mu);
+        continue;
+      }
+      unsigned seen = atomic_load_explicit(&c->txs, memory_order_relaxed);
+      int rc = uv_cond_timedwait(&c->wake, &c->mu, (uint64_t)MOOR_STORE_CHECKPOINT_IDLE_MS * 1000000u);
+      if (c->stop) break;
+      if (!c->wanted && (rc != UV_ETIMEDOUT || !c->behind || atomic_load_explicit(&c->in_tx, memory_order_relaxed) ||
+                         atomic_load_explicit(&c->txs, memory_order_relaxed) != seen))
+        continue;
+      catch_up = !c->wanted;
+    }
+    c->wanted = 0;
+    c->behind = 0;
+    c->running = 1;
+    unsigned gen = c->gen;
+    uv_mutex_unlock(&c->mu);
+    /* (An error other than SQLITE_BUSY is SQLite's automatic checkpoint's
+     * too: nothing committed is lost, the next one tries again.) */
+    int log = 0, copied = 0;
+    int rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+    uv_mutex_lock(&c->mu);
+    c->running = 0;
+    c->runs++;
+    if (rc == SQLITE_BUSY) c->busy++;
+    if (rc == SQLITE_OK && gen == c->gen) {
+      c->done_gen = gen;
+      c->copied = copied;
+      if (!catch_up && copied < log) c->behind = 1; /* (or the hook set it: commits came meanwhile) */
+    }
+    uv_cond_signal(&c->idle);
+  }
+  uv_mutex_unlock(&c->mu);
+}
+
+/* The engine connection's WAL hook: after each commit, on the engine's
+ * thread. Waking the thread never waits on it. */
+static int on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames) {
+  moor_store *s = ud;
+  struct moor_store_ckpt *c = s->ckpt;
+  int restarted = frames < s->wal_frames; /* (the transaction wrote from the WAL's start) */
+  s->wal_frames = frames;
+  if (frames < MOOR_STORE_CHECKPOINT_FRAMES && !restarted) return SQLITE_OK;
+  uv_mutex_lock(&c->mu);
+  if (restarted) {
+    c->gen++;
+    c->behind = 0;
+  }
+  if (frames >= MOOR_STORE_CHECKPOINT_MAX_FRAMES) {
+    /* The fallback: wait for the thread's checkpoint, if one is running
+     * (it holds the checkpoint lock, and has copied most of the WAL), then
+     * run one here, so the next transaction starts the WAL over. */
+    c->wanted = 0;
+    while (c->running) uv_cond_wait(&c->idle, &c->mu);
+    uv_mutex_unlock(&c->mu);
+    if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) == SQLITE_OK) s->ckpt_inline++;
+    return SQLITE_OK;
+  }
+  int copied = c->done_gen == c->gen ? c->copied : 0;
+  /* (A checkpoint woken and not yet done copies at least what it was woken for.) */
+  if ((c->wanted || c->running) && c->woken_at > copied) copied = c->woken_at;
+  if (frames - copied >= MOOR_STORE_CHECKPOINT_FRAMES) {
+    if (!c->wanted) {
+      c->wanted = 1;
+      c->woken_at = frames;
+      uv_cond_signal(&c->wake);
+    }
+  } else if (frames > copied && !c->behind) {
+    c->behind = 1; /* (to copy once the engine idles: then the next transaction starts the WAL over) */
+    uv_cond_signal(&c->wake);
+  }
+  uv_mutex_unlock(&c->mu);
+  return SQLITE_OK;
+}
+
+static int is_wal(sqlite3 *db) {
+  sqlite3_stmt *st = NULL;
+  int wal = 0;
+  if (sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    const char *mode = (const char *)sqlite3_column_text(st, 0);
+    wal = mode && !sqlite3_stricmp(mode, "wal");
+  }
+  sqlite3_finalize(st);
+  return wal;
+}
+
+static void ckpt_free(struct moor_store_ckpt *c) {
+  sqlite3_close(c->db);
+  uv_cond_destroy(&c->idle);
+  uv_cond_destroy(&c->wake);
+  uv_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* A read-write store's checkpointer. When anything fails (no WAL, a second
+ * connection or a thread refused) SQLite's automatic checkpoint stays on. */
+static void ckpt_start(moor_store *s, const char *sync) {
+  if (MOOR_STORE_CHECKPOINT_FRAMES <= 0 || !sqlite3_threadsafe() || !is_wal(s->db)) return;
+  const char *path = sqlite3_db_filename(s->db, "main");
+  if (!path || !*path) return;
+  struct moor_store_ckpt *c = calloc(1, sizeof *c);
+  if (!c) return;
+  if (uv_mutex_init(&c->mu)) {
+    free(c);
+    return;
+  }
+  if (uv_cond_init(&c->wake)) {
+    uv_mutex_destroy(&c->mu);
+    free(c);
+    return;
+  }
+  if (uv_cond_init(&c->idle)) {
+    uv_cond_destroy(&c->wake);
+    uv_mutex_destroy(&c->mu);
+    free(c);
+    return;
+  }
+  /* (Opened here, on the engine's thread, which closes it after the join.
+   * A first read opens its WAL, which a checkpoint needs.) */
+  if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+      sqlite3_busy_timeout(c->db, MOOR_STORE_BUSY_MS) != SQLITE_OK ||
+      sqlite3_exec(c->db, sync, NULL, NULL, NULL) != SQLITE_OK ||
+      sqlite3_exec(c->db, "PRAGMA schema_version", NULL, NULL, NULL) != SQLITE_OK || !is_wal(c->db) ||
+      uv_thread_create(&c->thread, ckpt_main, c) != 0) {
+    ckpt_free(c);
+    return;
+  }
+  s->ckpt = c;
+  sqlite3_wal_hook(s->db, on_wal_commit, s);
+}
+
+static void ckpt_stop(moor_store *s) {
+  struct moor_store_ckpt *c = s->ckpt;
+  if (!c) return;
+  sqlite3_wal_hook(s->db, NULL, NULL);
+  uv_mutex_lock(&c->mu);
+  c->stop = 1;
+  uv_cond_signal(&c->wake);
+  uv_mutex_unlock(&c->mu);
+  uv_thread_join(&c->thread);
+  ckpt_free(c);
+  s->ckpt = NULL;
+}
+
+void moor_store_stats(moor_store *s, moor_store_ckpt_stats *out) {
+  memset(out, 0, sizeof *out);
+  out->wal_frames = s->wal_frames;
+  out->checkpoints_inline = s->ckpt_inline;
+  struct moor_store_ckpt *c = s->ckpt;
+  if (!c) return;
+  out->checkpointer = 1;
+  uv_mutex_lock(&c->mu);
+  out->checkpoints = c->runs;
+  out->checkpoints_busy = c->busy;
+  out->checkpointing = c->running || c->wanted || c->behind;
+  uv_mutex_unlock(&c->mu);
+}
+
 int moor_store_open(moor_store *s, const char *path, int durability, int read_only) {
   memset(s, 0, sizeof *s);
   if (!read_only) tune_malloc();
@@ -338,11 +570,13 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
       (rc = prepare(s, &s->events,
                     "SELECT seq,op,kind,name,payload,time FROM event_log WHERE run_id=? ORDER BY seq")))
     return rc;
+  if (!read_only) ckpt_start(s, sync);
   return 0;
 }
 
 void moor_store_close(moor_store *s) {
   if (!s->db) return;
+  ckpt_stop(s); /* (first: the engine's connection, closed last, checkpoints what is left) */
   if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   sqlite3_finalize(s->append);
   sqlite3_finalize(s->begin);
@@ -358,12 +592,20 @@ void moor_store_close(moor_store *s) {
   s->db = NULL;
 }
 
+/* What the checkpointer watches to tell when the engine idles. */
+static void tx_opened(moor_store *s, int open) {
+  if (!s->ckpt) return;
+  if (open) atomic_fetch_add_explicit(&s->ckpt->txs, 1, memory_order_relaxed);
+  atomic_store_explicit(&s->ckpt->in_tx, open, memory_order_relaxed);
+}
+
 int moor_store_begin(moor_store *s) {
   if (s->in_tx) return 0;
   int rc = sqlite3_step(s->begin);
   sqlite3_reset(s->begin);
   if (rc != SQLITE_DONE) return fail(s, MOOR_EIO, "begin");
   s->in_tx = 1;
+  tx_opened(s, 1);
   return 0;
 }
 
@@ -372,6 +614,7 @@ void moor_store_rollback(moor_store *s) {
    * whatever is left open goes now, so the next write starts afresh. */
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->in_tx = 0;
+  tx_opened(s, 0);
 }
 
 int moor_store_commit(moor_store *s) {
@@ -385,6 +628,7 @@ int moor_store_commit(moor_store *s) {
     return rc;
   }
   s->in_tx = 0;
+  tx_opened(s, 0);
   return 0;
 }
 

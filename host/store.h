@@ -31,13 +31,30 @@ typedef struct moor_store {
   moor_store_stmt stmts[MOOR_STORE_STMT_SETS * MOOR_STORE_STMT_WAYS];
   unsigned long stmt_clock;
   long prepared;         /* statements prepared since open, cached or not */
+  /* The checkpointer (store.c): NULL when SQLite's automatic checkpoint runs
+   * inside commits instead (read-only, not WAL, or the thread did not start). */
+  struct moor_store_ckpt *ckpt;
+  int wal_frames;        /* frames in the WAL after the last commit */
+  long ckpt_inline;      /* checkpoints a commit ran itself (MOOR_STORE_CHECKPOINT_MAX_FRAMES) */
   char err[512];
 } moor_store;
+
+/* What the checkpointer did (moor_store_stats; core.store_stats). */
+typedef struct moor_store_ckpt_stats {
+  int checkpointer;      /* 1: checkpoints run on their own thread */
+  long checkpoints;      /* PASSIVE checkpoints the thread ran */
+  long checkpoints_busy; /* ... of them SQLITE_BUSY (another was running: copied nothing) */
+  int checkpointing;     /* the thread runs one, has been woken to, or will once the engine idles */
+  long checkpoints_inline; /* checkpoints commits ran themselves */
+  int wal_frames;        /* frames in the WAL after the last commit */
+} moor_store_ckpt_stats;
 
 /* read_only: SQLITE_OPEN_READONLY, no migration, MOOR_ENOTFOUND for a file
  * with no moor tables. Otherwise the file must take a test write. */
 int moor_store_open(moor_store *s, const char *path, int durability, int read_only);
+/* Stops and joins the checkpointer, closes its connection, then the engine's. */
 void moor_store_close(moor_store *s);
+void moor_store_stats(moor_store *s, moor_store_ckpt_stats *out);
 int moor_store_begin(moor_store *s);   /* no-op when already in a transaction */
 /* No-op when none is open. On failure the transaction is rolled back (in_tx
  * cleared) and err says why: nothing of it was recorded. */

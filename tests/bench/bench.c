@@ -36,11 +36,29 @@ long rss_kib(void) {
 }
 
 /* What the store costs, counted beneath the engine: this program's own
- * definitions of three SQLite entry points take the calls moor's (static)
- * library makes, count them and pass them on. Statements prepared; WAL
- * frames (pages) each commit appends, from a WAL hook that also does what
- * SQLite's default one does (a passive checkpoint at 1,000 frames). */
-static long n_prepared, n_commits, n_frames, wal_prev;
+ * definitions of SQLite entry points take the calls moor's (static) library
+ * makes, count them and pass them on. Statements prepared; WAL frames (pages)
+ * each commit appends, from a WAL hook on every connection, counted per
+ * connection (the store's checkpointer opens a second one, which never
+ * commits). The hook then calls the one the store set (sqlite3_wal_hook is
+ * taken too: the store's wakes its checkpointer), or, where it set none,
+ * does what SQLite's automatic checkpoint does (a passive checkpoint at
+ * 1,000 frames, or as sqlite3_wal_autocheckpoint said). */
+typedef int (*wal_hook_fn)(void *, sqlite3 *, const char *, int);
+static struct conn {
+  sqlite3 *db;
+  int prev;          /* frames in its WAL after its last commit */
+  int auto_frames;   /* no hook of the store's: checkpoint at this many (0: never) */
+  wal_hook_fn hook;  /* the store's hook, when it set one */
+  void *arg;
+} conns[64];
+static long n_prepared, n_commits, n_frames;
+
+static struct conn *conn_of(sqlite3 *db) {
+  for (size_t i = 0; db && i < sizeof conns / sizeof conns[0]; i++)
+    if (conns[i].db == db) return &conns[i];
+  return NULL;
+}
 
 int sqlite3_prepare_v2(sqlite3 *db, const char *sql, int n, sqlite3_stmt **st, const char **tail) {
   static int (*real)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
@@ -57,11 +75,44 @@ int sqlite3_prepare_v3(sqlite3 *db, const char *sql, int n, unsigned flags, sqli
 }
 
 static int wal_hook(void *ud, sqlite3 *db, const char *name, int frames) {
-  (void)ud;
+  struct conn *c = ud;
   n_commits++;
-  n_frames += frames < wal_prev ? frames : frames - wal_prev; /* (fewer: the WAL started over) */
-  wal_prev = frames;
-  if (frames >= 1000) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+  n_frames += frames < c->prev ? frames : frames - c->prev; /* (fewer: the WAL started over) */
+  c->prev = frames;
+  if (c->hook) return c->hook(c->arg, db, name, frames);
+  if (c->auto_frames > 0 && frames >= c->auto_frames)
+    sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+  return SQLITE_OK;
+}
+
+static void *(*real_wal_hook(void))(sqlite3 *, wal_hook_fn, void *) {
+  static void *(*real)(sqlite3 *, wal_hook_fn, void *);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "sqlite3_wal_hook");
+  return real;
+}
+
+void *sqlite3_wal_hook(sqlite3 *db, wal_hook_fn fn, void *arg) {
+  struct conn *c = conn_of(db);
+  if (!c) return real_wal_hook()(db, fn, arg);
+  void *old = c->hook ? c->arg : NULL;
+  c->hook = fn;
+  c->arg = arg;
+  c->auto_frames = 0; /* (SQLite's automatic checkpoint is a WAL hook: replaced) */
+  real_wal_hook()(db, wal_hook, c); /* (SQLite's own sets ours back: counting stays) */
+  return old;
+}
+
+int sqlite3_wal_autocheckpoint(sqlite3 *db, int frames) {
+  struct conn *c = conn_of(db);
+  if (!c) {
+    static int (*real)(sqlite3 *, int);
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "sqlite3_wal_autocheckpoint");
+    return real(db, frames);
+  }
+  c->hook = NULL;
+  c->arg = NULL;
+  c->auto_frames = frames;
+  real_wal_hook()(db, wal_hook, c);
   return SQLITE_OK;
 }
 
@@ -69,10 +120,26 @@ int sqlite3_open_v2(const char *path, sqlite3 **db, int flags, const char *vfs) 
   static int (*real)(const char *, sqlite3 **, int, const char *);
   if (!real) *(void **)&real = dlsym(RTLD_NEXT, "sqlite3_open_v2");
   int rc = real(path, db, flags, vfs);
-  wal_prev = 0;
-  if (rc == SQLITE_OK) sqlite3_wal_hook(*db, wal_hook, NULL);
+  struct conn *c = NULL; /* (a free slot: closing frees one) */
+  for (size_t i = 0; !c && rc == SQLITE_OK && i < sizeof conns / sizeof conns[0]; i++)
+    if (!conns[i].db) c = &conns[i];
+  if (c) {
+    *c = (struct conn){.db = *db, .auto_frames = 1000};
+    real_wal_hook()(*db, wal_hook, c);
+  }
   return rc;
 }
+
+static int close_with(const char *fn, sqlite3 *db) {
+  int (*real)(sqlite3 *) = NULL;
+  *(void **)&real = dlsym(RTLD_NEXT, fn);
+  int rc = real(db);
+  struct conn *c = rc == SQLITE_OK ? conn_of(db) : NULL;
+  if (c) *c = (struct conn){0};
+  return rc;
+}
+int sqlite3_close(sqlite3 *db) { return close_with("sqlite3_close", db); }
+int sqlite3_close_v2(sqlite3 *db) { return close_with("sqlite3_close_v2", db); }
 
 static long minflt(void) {
   struct rusage ru;
