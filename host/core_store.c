@@ -146,6 +146,7 @@ static int l_events(lua_State *L) {
   }
   moor_store_release(&m->store, st, owned);
   st = m->store.events;
+  sqlite3_reset(st); /* (an out-of-memory error mid-read last time left it unfinished) */
   sqlite3_bind_text(st, 1, run, (int)len, SQLITE_TRANSIENT);
   int base = lua_gettop(L);
   luaL_checkstack(L, 8, "events");

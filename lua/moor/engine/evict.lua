@@ -164,7 +164,7 @@ function M.sweep(until_us, mono)
       evict(r, first)
       evicted = evicted + 1
       if mono() >= until_us then
-        cut = n ~= nil and act[n] ~= nil -- (more may be due: the next round goes on)
+        cut = n ~= nil and act[n] ~= nil and (S.nruns > max or act[n] + idle <= now)
         break
       end
     else

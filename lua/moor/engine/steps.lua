@@ -129,7 +129,11 @@ local function step_run(r, n, name, spec, attempt, co, info, ...)
   S.step_info = false
   if ok and v == DONE then
     ok, v = w, x
-    if nworkers < conf.STEP_WORKERS then nworkers = nworkers + 1; workers[nworkers] = co end
+    -- (not one whose step left a debug hook on it: the hook is the coroutine's)
+    if nworkers < conf.STEP_WORKERS and debug.gethook(co) == nil then
+      nworkers = nworkers + 1
+      workers[nworkers] = co
+    end
   else
     co_close(co) -- (raised past the pcall)
     ok, v = false, ok and "a step's coroutine ended without its result" or v
@@ -220,7 +224,7 @@ function M.step(name, fn, policy, ...)
     -- handle_op, "Fast path"); take it here. Anything else (a mismatch, an
     -- error, a result the engine must check or order) goes through the yield.
     local i = r.replay[r.rpos]
-    if i and r.nready == 0 and r.log_ops[i] == n and rec.kind == "step" and rec.name == name
+    if i and r.nready == 0 and coroutine.isyieldable() and r.log_ops[i] == n and rec.kind == "step" and rec.name == name
       and r.log_kinds[i] == "step.result" then
       local v, err = decode(r.log_payloads[i])
       if not err then
