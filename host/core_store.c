@@ -198,7 +198,7 @@ static int l_store_stats(lua_State *L) {
   for (size_t i = 0; i < sizeof m->store.stmts / sizeof m->store.stmts[0]; i++) kept += m->store.stmts[i].st != NULL;
   moor_store_ckpt_stats st;
   moor_store_stats(&m->store, &st);
-  lua_createtable(L, 0, 10);
+  lua_createtable(L, 0, 12);
   lua_pushinteger(L, m->store.prepared);
   lua_setfield(L, -2, "prepared");
   lua_pushinteger(L, kept);
@@ -219,6 +219,12 @@ static int l_store_stats(lua_State *L) {
   lua_setfield(L, -2, "checkpoint_frames");
   lua_pushinteger(L, MOOR_STORE_CHECKPOINT_MAX_FRAMES);
   lua_setfield(L, -2, "checkpoint_max_frames");
+  long long appends, writes;
+  moor__store_vfs_counts(&appends, &writes);
+  lua_pushinteger(L, appends);
+  lua_setfield(L, -2, "wal_appends");
+  lua_pushinteger(L, writes);
+  lua_setfield(L, -2, "wal_writes");
   return 1;
 }
 

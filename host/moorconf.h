@@ -138,6 +138,12 @@
  * of the WAL not yet in the database file wakes it; it runs a PASSIVE
  * checkpoint. 0: no thread, SQLite's own automatic checkpoint at 1,000
  * frames, inside the commit. */
+#ifndef MOOR_STORE_WAL_BUFFER
+#define MOOR_STORE_WAL_BUFFER (1024 * 1024) /* bytes of a transaction's WAL appends gathered (0: SQLite's default VFS) */
+#endif
+#ifndef MOOR_STORE_WAL_WRITE
+#define MOOR_STORE_WAL_WRITE (64 * 1024) /* ... and written at most this many at once (the unix VFS's limit is 128 KiB) */
+#endif
 #ifndef MOOR_STORE_CHECKPOINT_FRAMES
 #define MOOR_STORE_CHECKPOINT_FRAMES 1000 /* (SQLite's default) */
 #endif

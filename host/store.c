@@ -468,7 +468,7 @@ static void ckpt_start(moor_store *s, const char *sync) {
   }
   /* (Opened here, on the engine's thread, which closes it after the join.
    * A first read opens its WAL, which a checkpoint needs.) */
-  if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+  if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, moor__store_vfs()) != SQLITE_OK ||
       sqlite3_busy_timeout(c->db, MOOR_STORE_BUSY_MS) != SQLITE_OK ||
       sqlite3_exec(c->db, sync, NULL, NULL, NULL) != SQLITE_OK ||
       sqlite3_exec(c->db, "PRAGMA schema_version", NULL, NULL, NULL) != SQLITE_OK || !is_wal(c->db) ||
@@ -513,7 +513,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
   /* (NOMUTEX: one thread uses the connection, so SQLite's per-call mutex is pure cost) */
   int flags = SQLITE_OPEN_NOMUTEX | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   mode_t old = umask(077);
-  int orc = sqlite3_open_v2(path, &s->db, flags, NULL);
+  int orc = sqlite3_open_v2(path, &s->db, flags, read_only ? NULL : moor__store_vfs());
   umask(old);
   if (orc != SQLITE_OK) {
     int rc = fail(s, MOOR_EIO, path);

@@ -74,4 +74,12 @@ int moor_store_append(moor_store *s, const char *run_id, long long seq, long lon
                       const char *kind, const char *name, const char *payload,
                       size_t payload_len, long long time_ms);
 
+/* The VFS the store opens its read-write files with (host/store_vfs.c: the
+ * default one with a transaction's WAL appends written at once), or NULL for
+ * SQLite's default. */
+const char *moor__store_vfs(void);
+/* Since the process started: WAL writes SQLite asked the store's VFS for, and
+ * the writes it made of them (core.store_stats: wal_appends, wal_writes). */
+void moor__store_vfs_counts(long long *appends, long long *writes);
+
 #endif
