@@ -64,6 +64,21 @@ static int make_parent(const char *path) {
   return 0;
 }
 
+/* $MOOR_TRACE_START (not empty, not 0): each phase of starting an engine
+ * prints "moor-trace <CLOCK_MONOTONIC microseconds> <phase>" on stderr, for
+ * tests/bench/resume.c's breakdown of a restart. Off, it costs one getenv. */
+static void trace(const char *phase) {
+  static int on = -1;
+  if (on < 0) {
+    const char *t = getenv("MOOR_TRACE_START");
+    on = t && *t && strcmp(t, "0");
+  }
+  if (on) fprintf(stderr, "moor-trace %llu %s\n", (unsigned long long)(uv_hrtime() / 1000), phase);
+}
+
+/* (after the dynamic loader has mapped and relocated every library) */
+__attribute__((constructor)) static void trace_loaded(void) { trace("loaded"); }
+
 /* Call engine[fn] with nargs arguments already pushed; leaves nres results.
  * A Lua error becomes MOOR_ELUA with its message. */
 int moor__call_engine(moor *m, const char *fn, int nargs, int nres) {
@@ -91,6 +106,7 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_State *L = luaL_newstate();
   if (!L) return MOOR_ENOMEM;
   m->L = L;
+  trace("lua.new");
   luaL_openlibs(L);
   moor__core_bind(L, m);
   moor__core_preload(L);
@@ -108,6 +124,7 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir, lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
   lua_pop(L, 2);
+  trace("lua.libs");
   lua_getglobal(L, "require");
   lua_pushliteral(L, "moor.host");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
@@ -116,12 +133,14 @@ static int open_lua(moor *m, const char *lua_dir) {
     return MOOR_ELUA;
   }
   m->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  trace("lua.engine");
   return 0;
 }
 
 /* What every engine has, whoever owns the Lua state: the loop, the HTTP
  * client, the lock and the store. */
 int moor__engine_init(moor *m, const moor_config *cfg) {
+  trace("open");
   m->lock_fd = -1;
   m->engine_ref = LUA_NOREF;
   m->cfg = *cfg;
@@ -132,6 +151,7 @@ int moor__engine_init(moor *m, const moor_config *cfg) {
   m->loop_ok = 1;
   if (moor_fetch_open(&m->loop, &m->fetch))
     return moor__set_err(m, MOOR_EIO, "cannot start the HTTP client%s", NULL);
+  trace("loop+curl");
   if (cfg->read_only) {
     /* Inspecting creates nothing: a mistyped --db is an error, not a new file. */
     struct stat st;
@@ -151,6 +171,7 @@ int moor__engine_init(moor *m, const moor_config *cfg) {
              db, m->store.err);
     return rc;
   }
+  trace("store");
   return 0;
 }
 
@@ -269,6 +290,7 @@ int moor_load_agent(moor *m, const char *dir) {
   if (rc) return rc;
   rc = answer_rc(m, 2, MOOR_ELOAD);
   lua_pop(m->L, 2);
+  trace("agent");
   return rc;
 }
 
@@ -289,6 +311,7 @@ int moor_resume_all(moor *m) {
   if (rc) return rc;
   rc = answer_rc(m, 2, MOOR_EIO);
   lua_pop(m->L, 2);
+  trace("resume_all");
   return rc;
 }
 
