@@ -67,17 +67,18 @@ static int make_parent(const char *path) {
 /* $MOOR_TRACE_START (not empty, not 0): each phase of starting an engine
  * prints "moor-trace <CLOCK_MONOTONIC microseconds> <phase>" on stderr, for
  * tests/bench/resume.c's breakdown of a restart. Off, it costs one getenv. */
-static void trace(const char *phase) {
+static int trace(const char *phase) {
   static int on = -1;
   if (on < 0) {
     const char *t = getenv("MOOR_TRACE_START");
     on = t && *t && strcmp(t, "0");
   }
-  if (on) fprintf(stderr, "moor-trace %llu %s\n", (unsigned long long)(uv_hrtime() / 1000), phase);
+  if (on && phase) fprintf(stderr, "moor-trace %llu %s\n", (unsigned long long)(uv_hrtime() / 1000), phase);
+  return on;
 }
 
 /* (after the dynamic loader has mapped and relocated every library) */
-__attribute__((constructor)) static void trace_loaded(void) { trace("loaded"); }
+__attribute__((constructor)) static void trace_loaded(void) { (void)trace("loaded"); }
 
 /* Call engine[fn] with nargs arguments already pushed; leaves nres results.
  * A Lua error becomes MOOR_ELUA with its message. */
@@ -124,6 +125,10 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir, lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
   lua_pop(L, 2);
+  /* moor's modules precompiled at build time, each used only while its
+   * source is unchanged (luab.c); without the bundle, the sources. */
+  char luab[PATH_MAX];
+  if (!moor__luab_path(lua_dir, luab, sizeof luab)) (void)moor__luab_install(L, luab);
   trace("lua.libs");
   lua_getglobal(L, "require");
   lua_pushliteral(L, "moor.host");
@@ -134,6 +139,11 @@ static int open_lua(moor *m, const char *lua_dir) {
   }
   m->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   trace("lua.engine");
+  if (trace(NULL)) {
+    int loaded, stale;
+    moor__luab_counts(L, &loaded, &stale);
+    fprintf(stderr, "moor-trace lua.bytecode: %d modules precompiled, %d changed since the build\n", loaded, stale);
+  }
   return 0;
 }
 
