@@ -9,6 +9,7 @@
  *                                                         sandbox.c (sandbox.h: its own states)
  *   all of them                                        -> store.c, http.c, fetch.c,
  *                                                         fetch_lua.c, json.c, lock.c
+ *   fetch.c (and main.c)                               -> curl_dl.c (libcurl, dlopen'd at first use)
  *
  * The bindings never call the API; the API never calls the module entry
  * (ctest c_no_cycles checks the objects). The components at the bottom keep
