@@ -130,9 +130,13 @@ static int open_lua(moor *m, const char *lua_dir) {
   char luab[PATH_MAX];
   if (!moor__luab_path(lua_dir, luab, sizeof luab)) (void)moor__luab_install(L, luab);
   trace("lua.libs");
+  /* (no collection while moor's own modules load: what they allocate stays) */
+  lua_gc(L, LUA_GCSTOP);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "moor.host");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+  int lrc = lua_pcall(L, 1, 1, 0);
+  lua_gc(L, LUA_GCRESTART);
+  if (lrc != LUA_OK) {
     moor__set_err(m, MOOR_ELUA, "cannot load the engine: %s", lua_tostring(L, -1));
     lua_pop(L, 1);
     return MOOR_ELUA;
