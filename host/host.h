@@ -127,6 +127,9 @@ int moor__luab_path(const char *lua_dir, char *out, size_t size);
  * modules loaded from it so far, and those it had but loaded from source. */
 int moor__luab_install(lua_State *L, const char *path);
 void moor__luab_counts(lua_State *L, int *loaded, int *stale);
+/* luab.c: core.precompiled(name, file), the same check for a file the
+ * loader loads itself (moor's built-in tools). */
+extern const luaL_Reg moor__core_luab_fns[];
 
 /* Each binding file's functions, assembled into moor.core by core.c. */
 extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */

@@ -196,6 +196,40 @@ static int load_chunk(lua_State *L, const luab_entry *e, const char *file) {
   return rc;
 }
 
+/* Push name's chunk from b as the code of file, and 1; or 0, nothing
+ * pushed, when b has none or file is not what it was compiled from. */
+static int luab_load(lua_State *L, luab *b, const char *name, const char *file) {
+  size_t nlen = strlen(name);
+  for (int i = 0; i < b->n && b->map; i++) {
+    const luab_entry *e = &b->e[i];
+    if (e->name_len != nlen || memcmp(e->name, name, nlen)) continue;
+    if (load_chunk(L, e, file) == LUA_OK) {
+      b->loaded++;
+      if (b->trace) fprintf(stderr, "moor-trace-luab %s bytecode\n", name);
+      return 1;
+    }
+    b->stale++;
+    if (b->trace) fprintf(stderr, "moor-trace-luab %s source (%s is not what was compiled)\n", name, file);
+    return 0;
+  }
+  return 0;
+}
+
+/* core.precompiled(name, file) -> the function of name's chunk as the code
+ * of file, or nil (no bundle, no such chunk, file changed): the loader's
+ * built-in tools (moor.tools.<name>), which it loads by file. */
+static int l_precompiled(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1), *file = luaL_checkstring(L, 2);
+  lua_getfield(L, LUA_REGISTRYINDEX, "moor.luab");
+  luab *b = lua_touserdata(L, -1);
+  lua_pop(L, 1); /* (the registry holds it) */
+  if (b && luab_load(L, b, name, file)) return 1;
+  lua_pushnil(L);
+  return 1;
+}
+
+const luaL_Reg moor__core_luab_fns[] = {{"precompiled", l_precompiled}, {NULL, NULL}};
+
 /* package.searchers[2]: Lua's searcher_Lua (the same search, the same
  * results and messages), taking the bundle's chunk when it is current.
  * Upvalues: the bundle, the package table, package.searchpath. */
@@ -211,19 +245,9 @@ static int searcher(lua_State *L) {
   if (lua_isnil(L, -2)) return 1; /* not found: searchpath's message */
   lua_pop(L, 1);
   const char *file = lua_tostring(L, -1);
-  size_t nlen = strlen(name);
-  for (int i = 0; i < b->n && b->map; i++) {
-    const luab_entry *e = &b->e[i];
-    if (e->name_len != nlen || memcmp(e->name, name, nlen)) continue;
-    if (load_chunk(L, e, file) == LUA_OK) {
-      b->loaded++;
-      if (b->trace) fprintf(stderr, "moor-trace-luab %s bytecode\n", name);
-      lua_pushstring(L, file); /* the module's second argument, as Lua's searcher gives */
-      return 2;
-    }
-    b->stale++;
-    if (b->trace) fprintf(stderr, "moor-trace-luab %s source (%s is not what was compiled)\n", name, file);
-    break;
+  if (luab_load(L, b, name, file)) {
+    lua_pushstring(L, file); /* the module's second argument, as Lua's searcher gives */
+    return 2;
   }
   if (luaL_loadfile(L, file) == LUA_OK) {
     lua_pushstring(L, file);
@@ -284,7 +308,8 @@ void moor__luab_counts(lua_State *L, int *loaded, int *stale) {
 
 #else /* MOOR_LUAB_MAIN: the build's tool */
 
-/*   moor_luab OUT LUA_DIR FILE...: the bundle of each FILE under LUA_DIR. */
+/*   moor_luab OUT LUA_DIR FILE...: the bundle of each FILE under LUA_DIR
+ *   (or NAME:KEY=FILE: moor's built-in tools, whose tools/ is not under it). */
 
 typedef struct buf {
   char *p;
@@ -343,29 +368,31 @@ int main(int argc, char **argv) {
   lua_State *L = luaL_newstate();
   if (!L) rc = fail("cannot create a Lua state", out);
   for (int i = 3; i < argc && !rc; i++) {
-    const char *file = argv[i];
-    if (strncmp(file, root, rlen) || file[rlen] != '/') {
-      rc = fail("is not under the Lua directory", file);
-      break;
+    /* FILE under LUA_DIR (its key the path below it, its name the module's:
+     * moor/engine/init.lua -> moor.engine), or NAME:KEY=FILE, both given. */
+    char name[PATH_MAX], keybuf[PATH_MAX];
+    const char *file = argv[i], *key, *eq = strchr(argv[i], '='), *colon = strchr(argv[i], ':');
+    if (eq && colon && colon < eq) {
+      snprintf(name, sizeof name, "%.*s", (int)(colon - argv[i]), argv[i]);
+      snprintf(keybuf, sizeof keybuf, "%.*s", (int)(eq - colon - 1), colon + 1);
+      key = keybuf, file = eq + 1;
+    } else {
+      if (strncmp(file, root, rlen) || file[rlen] != '/') {
+        rc = fail("is not under the Lua directory", file);
+        break;
+      }
+      key = file + rlen + 1;
+      size_t nlen = strlen(key) - (strlen(key) >= 4 ? 4 : 0);
+      snprintf(name, sizeof name, "%.*s", (int)nlen, key);
+      if (nlen > 5 && !strcmp(name + nlen - 5, "/init")) name[nlen - 5] = 0;
+      for (char *c = name; *c; c++)
+        if (*c == '/') *c = '.';
     }
-    const char *key = file + rlen + 1;
     size_t klen = strlen(key);
-    if (klen < 5 || strcmp(key + klen - 4, ".lua") || strpbrk(key, " \n")) {
+    if (klen < 5 || strcmp(key + klen - 4, ".lua") || strpbrk(key, " \n") || !*name || strpbrk(name, " \n")) {
       rc = fail("is not a .lua file with a plain name", file);
       break;
     }
-    /* The module name: moor/engine/init.lua -> moor.engine, moor/x.lua -> moor.x. */
-    char name[PATH_MAX];
-    size_t nlen = klen - 4;
-    if (nlen >= sizeof name) {
-      rc = fail("name too long", file);
-      break;
-    }
-    memcpy(name, key, nlen);
-    name[nlen] = 0;
-    if (nlen > 5 && !strcmp(name + nlen - 5, "/init")) name[nlen -= 5] = 0;
-    for (char *c = name; *c; c++)
-      if (*c == '/') *c = '.';
     buf src = {0}, chunk = {0};
     struct stat st;
     if ((rc = read_source(file, &src, &st))) break;

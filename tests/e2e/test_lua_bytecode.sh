@@ -92,7 +92,24 @@ WANT_DIR="$T/lua" run_spec "$T/size.out" MOOR_LUA_DIR="$T/lua"
 grep -q '^moor-trace-luab moor.duration source' "$T/size.out" || fail "a longer moor/duration.lua with the old time came from bytecode"
 pass "an edit with the old time but another size is loaded from source"
 
-# 6. MOOR_LUA_BYTECODE=0: every module from source, the same results.
+# 6. moor's built-in tools (tools/*.lua, which the loader loads by file, as
+# core.precompiled(name, file) checks them): from the bundle while they are
+# unchanged, from source once edited.
+"$MOOR" resume --db "$T/tools.db" --agent "$T/agent" >/dev/null 2>"$T/tools0.out" || fail "moor resume: $(cat "$T/tools0.out")"
+MOOR_TRACE_START=1 "$MOOR" resume --db "$T/tools.db" --agent "$T/agent" >/dev/null 2>"$T/tools1.out" \
+  || fail "moor resume: $(cat "$T/tools1.out")"
+grep -q '^moor-trace-luab moor.tools.workflow bytecode$' "$T/tools1.out" || fail "the built-in workflow tool not from bytecode"
+grep -q '^moor-trace-luab moor.tools.sleep bytecode$' "$T/tools1.out" || fail "the built-in sleep tool not from bytecode"
+cp -rp "$MOOR_SRC/tools" "$T/tools" # (beside the copy of lua/: where the loader looks, $T/lua/../tools)
+sed -i '1i io.stderr:write("edited sleep.lua\\n")' "$T/tools/sleep.lua"
+MOOR_TRACE_START=1 MOOR_LUA_DIR="$T/lua" "$MOOR" resume --db "$T/tools.db" --agent "$T/agent" >/dev/null \
+  2>"$T/tools2.out" || fail "moor resume: $(cat "$T/tools2.out")"
+grep -q '^edited sleep.lua$' "$T/tools2.out" || fail "the edit of tools/sleep.lua did not take effect: $(cat "$T/tools2.out")"
+grep -q '^moor-trace-luab moor.tools.sleep source' "$T/tools2.out" || fail "the edited sleep tool not reported from source"
+grep -q '^moor-trace-luab moor.tools.workflow bytecode$' "$T/tools2.out" || fail "the copy's workflow tool not from bytecode"
+pass "built-in tools come from the bundle while unchanged, an edit takes effect"
+
+# 7. MOOR_LUA_BYTECODE=0: every module from source, the same results.
 run_spec "$T/off.out" MOOR_LUA_BYTECODE=0
 ! grep -q '^moor-trace-luab .* bytecode$' "$T/off.out" || fail "MOOR_LUA_BYTECODE=0 still used the bundle"
 grep -q "^error: $LUA/moor/duration.lua:$LINE: bad duration" "$T/off.out" || fail "from source: no error at duration.lua:$LINE"
