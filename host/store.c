@@ -278,7 +278,8 @@ static void tune_malloc(void) {
 int moor_store_open(moor_store *s, const char *path, int durability, int read_only) {
   memset(s, 0, sizeof *s);
   if (!read_only) tune_malloc();
-  int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  /* NOMUTEX: one thread uses a connection (the engine's), so no lock around every call */
+  int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
   mode_t old = umask(077);
   int orc = sqlite3_open_v2(path, &s->db, flags, NULL);
   umask(old);
