@@ -4,7 +4,7 @@
  * The bundle (moor.luab; written at build time by this file's main, built
  * as the moor_luab tool with MOOR_LUAB_MAIN):
  *
- *   moor-luab 1\n
+ *   moor-luab 1 LUA\n                                         LUA: the Lua library's id (lua_id)
  *   NAME KEY SIZE MTIME_SEC MTIME_NSEC OFFSET LENGTH\n      one line a module
  *   \n
  *   the chunks (lua_dump with the debug information kept), at OFFSET from
@@ -40,7 +40,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define LUAB_MAGIC "moor-luab 1\n"
+#define LUAB_MAGIC "moor-luab 1 "
+
+/* The Lua library's identity (its version and release, lua_ident), as a
+ * 64-bit FNV-1a: a bundle written by another release of liblua (its
+ * bytecode may differ within 5.4) is not used. */
+static unsigned long long lua_id(void) {
+  unsigned long long h = 1469598103934665603ULL;
+  for (const char *p = lua_ident; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  return h;
+}
 #define LUAB_SOURCE_AT 32 /* the header (31 bytes) and the upvalue count */
 
 /* The chunk's source string at LUAB_SOURCE_AT: 0 with *str, *len (the
@@ -120,8 +129,10 @@ static const char *parse_num(const char *p, const char *end, long long *v, char 
 static int luab_parse(luab *b) {
   const char *p = b->map, *end = p + b->map_len;
   size_t ml = sizeof LUAB_MAGIC - 1;
-  if (b->map_len < ml || memcmp(p, LUAB_MAGIC, ml)) return -1;
-  p += ml;
+  char id[32];
+  int idlen = snprintf(id, sizeof id, "%016llx\n", lua_id());
+  if (b->map_len < ml + (size_t)idlen || memcmp(p, LUAB_MAGIC, ml) || memcmp(p + ml, id, (size_t)idlen)) return -1;
+  p += ml + (size_t)idlen;
   int cap = 0;
   while (p < end && *p != '\n') {
     luab_entry e;
@@ -152,15 +163,15 @@ static int luab_parse(luab *b) {
   return 0;
 }
 
-typedef struct splice {
+typedef struct luab_splice {
   const char *part[3];
   size_t len[3];
   int i;
-} splice;
+} luab_splice;
 
 static const char *splice_read(lua_State *L, void *ud, size_t *size) {
   (void)L;
-  splice *s = ud;
+  luab_splice *s = ud;
   while (s->i < 3 && !s->len[s->i]) s->i++;
   if (s->i >= 3) return *size = 0, NULL;
   *size = s->len[s->i];
@@ -190,7 +201,7 @@ static int load_chunk(lua_State *L, const luab_entry *e, const char *file) {
   name[n++] = '@';
   memcpy(name + n, file, flen);
   n += flen;
-  splice s = {{e->chunk, name, e->chunk + after}, {LUAB_SOURCE_AT, n, e->len - after}, 0};
+  luab_splice s = {{e->chunk, name, e->chunk + after}, {LUAB_SOURCE_AT, n, e->len - after}, 0};
   int rc = lua_load(L, splice_read, &s, file, "b");
   if (rc != LUA_OK) lua_pop(L, 1);
   return rc;
@@ -364,7 +375,11 @@ int main(int argc, char **argv) {
   const char *out = argv[1], *root = argv[2];
   size_t rlen = strlen(root);
   buf index = {0}, blob = {0};
-  int rc = buf_add(&index, LUAB_MAGIC, sizeof LUAB_MAGIC - 1) ? fail("out of memory", out) : 0;
+  char id[32];
+  int idlen = snprintf(id, sizeof id, "%016llx\n", lua_id());
+  int rc = buf_add(&index, LUAB_MAGIC, sizeof LUAB_MAGIC - 1) || buf_add(&index, id, (size_t)idlen)
+               ? fail("out of memory", out)
+               : 0;
   lua_State *L = luaL_newstate();
   if (!L) rc = fail("cannot create a Lua state", out);
   for (int i = 3; i < argc && !rc; i++) {

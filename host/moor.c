@@ -128,7 +128,8 @@ static int open_lua(moor *m, const char *lua_dir) {
   /* moor's modules precompiled at build time, each used only while its
    * source is unchanged (luab.c); without the bundle, the sources. */
   char luab[PATH_MAX];
-  if (!moor__luab_path(lua_dir, luab, sizeof luab)) (void)moor__luab_install(L, luab);
+  if (!moor__luab_path(lua_dir, luab, sizeof luab) && moor__luab_install(L, luab) && trace(NULL))
+    fprintf(stderr, "moor-trace lua.bytecode: %s not used (missing, malformed, or for another Lua release)\n", luab);
   trace("lua.libs");
   /* (no collection while moor's own modules load: what they allocate stays) */
   lua_gc(L, LUA_GCSTOP);
