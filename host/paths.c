@@ -163,6 +163,6 @@ int moor__luab_path(const char *lua_dir, char *out, size_t size) {
     }
   }
 #endif
-  if ((size_t)snprintf(out, size, "%s/moor/moor.luab", lua_dir) >= size) return MOOR_ENOTFOUND;
+  if (!lua_dir || (size_t)snprintf(out, size, "%s/moor/moor.luab", lua_dir) >= size) return MOOR_ENOTFOUND;
   return 0;
 }

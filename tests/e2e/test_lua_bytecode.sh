@@ -114,3 +114,18 @@ run_spec "$T/off.out" MOOR_LUA_BYTECODE=0
 ! grep -q '^moor-trace-luab .* bytecode$' "$T/off.out" || fail "MOOR_LUA_BYTECODE=0 still used the bundle"
 grep -q "^error: $LUA/moor/duration.lua:$LINE: bad duration" "$T/off.out" || fail "from source: no error at duration.lua:$LINE"
 pass "MOOR_LUA_BYTECODE=0 loads every module from source, with the same file:line"
+
+# 8. moor.core as a module of a stock lua5.4 (the build's core.so): the rest
+# of `require "moor"` comes from the bundle too, with the same file:line.
+BUILD_DIR=$(dirname "$MOOR")
+cat >"$T/mod.lua" <<'EOF'
+require "moor"
+local _, err = pcall(require("moor.duration").check, "bogus", 0)
+print(err)
+EOF
+LD_PRELOAD="${MOOR_PRELOAD_FIRST:-}" MOOR_TRACE_START=1 MOOR_DB="$T/mod/moor.db" lua5.4 \
+  -e "package.cpath='$BUILD_DIR/lua/?.so;'..package.cpath; package.path='$LUA/?.lua;$LUA/?/init.lua;'..package.path" \
+  "$T/mod.lua" >"$T/mod.out" 2>"$T/mod.err" || fail "lua5.4: $(cat "$T/mod.err")"
+grep -q '^moor-trace-luab moor.engine bytecode$' "$T/mod.err" || fail "require \"moor\" in lua5.4 did not use the bundle: $(cat "$T/mod.err")"
+grep -q "^$LUA/moor/duration.lua:$LINE: bad duration" "$T/mod.out" || fail "lua5.4: no error at duration.lua:$LINE: $(cat "$T/mod.out")"
+pass "require \"moor\" in a stock lua5.4 takes moor's modules from the bundle, errors at their file:line"
