@@ -9,9 +9,10 @@
  *
  * Then the breakdown: three more runs with $MOOR_TRACE_START set, where the
  * host prints the time of each phase of its start (host/moor.c's trace), and
- * two reference starts: `moor --version` (exec, dynamic loading, exit; no
- * Lua) and a resume of the same tool with no steps before `edge` (the
- * difference is the replay of 1,000 steps).
+ * reference starts: `moor --version` (exec, dynamic loading, exit; no Lua),
+ * a resume of the same tool with no steps before `edge` (the difference is
+ * the replay of 1,000 steps), and the restart with $MOOR_LUA_BYTECODE=0
+ * (moor's Lua parsed from source, as before moor.luab).
  *
  *   moor_resume_bench build/moor tests/bench/resume_agent build/resume-bench */
 #define _GNU_SOURCE
@@ -48,7 +49,10 @@ static void die(const char *fmt, const char *a) {
 static void path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", work, name); }
 
 /* fork/exec argv with stdout to /dev/null and stderr to err_file; the
- * environment gets MOOR_TRACE_START=1 when trace. */
+ * environment gets MOOR_TRACE_START=1 when trace, and MOOR_LUA_BYTECODE=0
+ * when from_source. */
+static int from_source;
+
 static pid_t spawn(char *const argv[], const char *err_file, int trace) {
   pid_t pid = fork();
   if (pid < 0) die("fork: %s", strerror(errno));
@@ -61,6 +65,8 @@ static pid_t spawn(char *const argv[], const char *err_file, int trace) {
     dup2(err, 2);
     if (trace) setenv("MOOR_TRACE_START", "1", 1);
     else unsetenv("MOOR_TRACE_START");
+    if (from_source) setenv("MOOR_LUA_BYTECODE", "0", 1);
+    else unsetenv("MOOR_LUA_BYTECODE");
     execv(argv[0], argv);
     _exit(127);
   }
@@ -214,7 +220,7 @@ int main(int argc, char **argv) {
   } phases[] = {
       {"loaded", "fork, exec and dynamic loading (to the first constructor)"},
       {"open", "main, options, to moor_open"},
-      {"loop+curl", "event loop and the HTTP client (libcurl)"},
+      {"loop+curl", "the event loop and the HTTP client's handle"},
       {"store", "the lock and SQLite (open, schema, statements)"},
       {"lua.new", "the Lua directory, luaL_newstate"},
       {"lua.libs", "Lua's libraries and moor.core"},
@@ -256,8 +262,13 @@ int main(int argc, char **argv) {
     ver[i] = mono_us() - t0;
   }
   for (int i = 0; i < RUNS; i++) zero[i] = restart(0, 0).first_step;
+  long long src[RUNS];
+  from_source = 1;
+  for (int i = 0; i < RUNS; i++) src[i] = restart(1000, 0).first_step;
+  from_source = 0;
   printf("references (three runs)\n");
   range_line("  `moor --version` to its exit (exec, dynamic loading, no Lua)", ver, RUNS);
   range_line("  restart with no steps done, to the first new step", zero, RUNS);
+  range_line("  the restart with MOOR_LUA_BYTECODE=0 (moor's Lua parsed)", src, RUNS);
   return 0;
 }
