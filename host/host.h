@@ -117,7 +117,8 @@ int moor__wfa_path(char *out, size_t size);
 /* paths.c: the bundle of precompiled Lua (luab.c) for the Lua directory
  * lua_dir: the build's moor.luab for a program running from the build tree,
  * else <lua_dir>/moor/moor.luab (none for a NULL lua_dir); none
- * (MOOR_ENOTFOUND) when $MOOR_LUA_BYTECODE is 0 or off. */
+ * (MOOR_ENOTFOUND) when $MOOR_LUA_BYTECODE is 0 or off, and the bundle it
+ * names when it is an absolute path. */
 int moor__luab_path(const char *lua_dir, char *out, size_t size);
 
 /* luab.c: package.searchers[2] becomes Lua's own searcher of package.path

@@ -100,12 +100,16 @@ typedef struct luab {
   int trace;         /* $MOOR_TRACE_START: a line on stderr for each module it has */
 } luab;
 
-static int luab_gc(lua_State *L) {
-  luab *b = lua_touserdata(L, 1);
+static void luab_free(luab *b) {
   free(b->e);
   b->e = NULL;
+  b->n = 0;
   if (b->map) munmap(b->map, b->map_len);
   b->map = NULL;
+}
+
+static int luab_gc(lua_State *L) {
+  luab_free(lua_touserdata(L, 1));
   return 0;
 }
 
@@ -286,7 +290,7 @@ int moor__luab_install(lua_State *L, const char *path) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   if (luab_parse(b)) {
-    luab_gc(L);
+    luab_free(b);
     lua_pop(L, 1);
     return MOOR_EINVAL;
   }

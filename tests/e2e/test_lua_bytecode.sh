@@ -129,3 +129,24 @@ LD_PRELOAD="${MOOR_PRELOAD_FIRST:-}" MOOR_TRACE_START=1 MOOR_DB="$T/mod/moor.db"
 grep -q '^moor-trace-luab moor.engine bytecode$' "$T/mod.err" || fail "require \"moor\" in lua5.4 did not use the bundle: $(cat "$T/mod.err")"
 grep -q "^$LUA/moor/duration.lua:$LINE: bad duration" "$T/mod.out" || fail "lua5.4: no error at duration.lua:$LINE: $(cat "$T/mod.out")"
 pass "require \"moor\" in a stock lua5.4 takes moor's modules from the bundle, errors at their file:line"
+
+# 9. A bundle written by another Lua release, or cut short, is not used
+# (modules from source, the same results), in the moor program and in a
+# stock lua5.4; $MOOR_LUA_BYTECODE=/path names it.
+GOOD="$BUILD_DIR/moor.luab"
+[ -f "$GOOD" ] || fail "no $GOOD"
+sed '1s/^moor-luab 1 ................/moor-luab 1 0123456789abcdef/' "$GOOD" >"$T/foreign.luab"
+head -c 5000 "$GOOD" >"$T/short.luab"
+printf 'moor-luab 1 x\n' >"$T/junk.luab"
+for bad in foreign short junk; do
+  run_spec "$T/$bad.out" MOOR_LUA_BYTECODE="$T/$bad.luab"
+  grep -q "^moor-trace lua.bytecode: $T/$bad.luab not used" "$T/$bad.out" || fail "the $bad bundle was not refused: $(grep lua.bytecode "$T/$bad.out")"
+  ! grep -q '^moor-trace-luab .* bytecode$' "$T/$bad.out" || fail "a module came from the $bad bundle"
+  grep -q "^error: $LUA/moor/duration.lua:$LINE: bad duration" "$T/$bad.out" || fail "$bad bundle: no error at duration.lua:$LINE"
+  LD_PRELOAD="${MOOR_PRELOAD_FIRST:-}" MOOR_LUA_BYTECODE="$T/$bad.luab" MOOR_TRACE_START=1 MOOR_DB="$T/mod-$bad/moor.db" lua5.4 \
+    -e "package.cpath='$BUILD_DIR/lua/?.so;'..package.cpath; package.path='$LUA/?.lua;$LUA/?/init.lua;'..package.path" \
+    "$T/mod.lua" >"$T/mod-$bad.out" 2>"$T/mod-$bad.err" || fail "lua5.4 with the $bad bundle: $(cat "$T/mod-$bad.err")"
+  ! grep -q '^moor-trace-luab .* bytecode$' "$T/mod-$bad.err" || fail "lua5.4: a module came from the $bad bundle"
+  grep -q "^$LUA/moor/duration.lua:$LINE: bad duration" "$T/mod-$bad.out" || fail "lua5.4 with the $bad bundle: $(cat "$T/mod-$bad.out")"
+done
+pass "a bundle from another Lua release, cut short or malformed is not used: the sources are"
