@@ -41,6 +41,8 @@ bench: build
 	$(BUILD)/moor_bench tests/bench/agent tests/bench/task_agent tests/bench/workflow_agent
 	cmake --build $(BUILD) --target moor_tick_bench -j $(JOBS)
 	$(BUILD)/moor_tick_bench tests/bench/agent
+	cmake --build $(BUILD) --target moor_resume_bench -j $(JOBS)
+	$(BUILD)/moor_resume_bench $(BUILD)/moor tests/bench/resume_agent $(BUILD)/resume-bench
 	@rm -f $(BUILD)/bench-sandbox.db*
 	MOOR_DB=$(BUILD)/bench-sandbox.db lua5.4 -e "package.cpath='$(BUILD)/lua/?.so;'..package.cpath" tests/bench/sandbox.lua
 	lua5.4 tests/bench/harness.lua $(BUILD)/moor 1000

@@ -4,7 +4,8 @@
  * (core_engine.c), the store (core_store.c), the clock and timers
  * (core_clock.c), the HTTP server's answers (core_http.c) and OS helpers
  * (core_os.c), schema patterns (regex.c), the sandbox for model-written
- * programs (sandbox.c), harness agents' processes and Unix socket (harness.c);
+ * programs (sandbox.c), harness agents' processes and Unix socket (harness.c),
+ * moor's own precompiled Lua (luab.c);
  * and preloads the other C modules the engine requires. */
 #include "host.h"
 #include "json.h"
@@ -17,7 +18,7 @@ static const luaL_Reg regex_fns[] = {{"regex_compile", moor__regex_compile}, {NU
 int moor__core_open(lua_State *L) {
   const luaL_Reg *const parts[] = {moor__core_engine_fns, moor__core_store_fns, moor__core_clock_fns,
                                    moor__core_http_fns, moor__core_os_fns, regex_fns,
-                                   moor__core_sandbox_fns, moor__core_harness_fns};
+                                   moor__core_sandbox_fns, moor__core_harness_fns, moor__core_luab_fns};
   lua_newtable(L);
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) luaL_setfuncs(L, parts[i], 0);
   lua_pushliteral(L, MOOR_VERSION);

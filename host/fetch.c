@@ -9,7 +9,8 @@
  * callbacks run. Callbacks run only from our uv callbacks, after curl has
  * returned, so they may start, cancel or close freely.
  *
- * Ownership: the client owns the multi handle, the timer, one sock per
+ * Ownership: the client owns the multi handle (made at the first request,
+ * so libcurl is loaded only then: curl_dl.h), the timer, one sock per
  * watched socket and one freq per request in flight. A freq owns its easy
  * handle, header list and response buffers, and is freed when it completes
  * (after its callback) or is cancelled. A sock is freed by its close
@@ -19,6 +20,7 @@
 #include "fetch.h"
 
 #include <curl/curl.h>
+#include "curl_dl.h" /* libcurl loaded at its first use */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -554,40 +556,51 @@ static void fd_snapshot(unsigned char *seen, int mark) {
 
 /* ------------------------------------------------------------ public */
 
-int moor_fetch_open(uv_loop_t *loop, moor_fetch **out) {
+/* The multi handle, made at the first request (so a process that makes
+ * none never loads libcurl: curl_dl.h). 0, or MOOR_EIO / MOOR_ENOMEM with
+ * f->err set. */
+static int ensure_multi(moor_fetch *f) {
   static int curl_ready;
-  if (!out) return MOOR_EINVAL;
-  *out = NULL;
-  if (!loop) return MOOR_EINVAL;
+  if (f->multi) return 0;
   /* Once per process, and never undone: curl_global_cleanup would pull
    * OpenSSL from under any other client in the process. */
   if (!curl_ready) {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return MOOR_EIO;
+    CURLcode cc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (cc != CURLE_OK) {
+      set_err(f, "cannot start libcurl: %s", curl_easy_strerror(cc));
+      return MOOR_EIO;
+    }
     curl_ready = 1;
   }
-  moor_fetch *f = calloc(1, sizeof *f);
-  if (!f) return MOOR_ENOMEM;
-  f->loop = loop;
-  f->next_id = 1;
   unsigned char before[FD_SNAP / 8] = {0};
   fd_snapshot(before, 0);
   f->multi = curl_multi_init();
   fd_snapshot(before, 1); /* its wake-up socketpair */
   if (!f->multi) {
-    free(f);
+    set_err(f, "out of memory");
     return MOOR_ENOMEM;
   }
+  curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(f->multi, CURLMOPT_SOCKETDATA, f);
+  curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+  curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f);
+  return 0;
+}
+
+int moor_fetch_open(uv_loop_t *loop, moor_fetch **out) {
+  if (!out) return MOOR_EINVAL;
+  *out = NULL;
+  if (!loop) return MOOR_EINVAL;
+  moor_fetch *f = calloc(1, sizeof *f);
+  if (!f) return MOOR_ENOMEM;
+  f->loop = loop;
+  f->next_id = 1;
   if (uv_timer_init(loop, &f->timer) != 0) {
-    curl_multi_cleanup(f->multi);
     free(f);
     return MOOR_EIO;
   }
   f->timer.data = f;
   f->open = 1;
-  curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-  curl_multi_setopt(f->multi, CURLMOPT_SOCKETDATA, f);
-  curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-  curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f);
   *out = f;
   return 0;
 }
@@ -728,6 +741,11 @@ int moor_fetch_start(moor_fetch *f, const moor_fetch_request *req, moor_fetch_cb
     req_free(r);
     return MOOR_EINVAL;
   }
+  int erc = ensure_multi(f);
+  if (erc) {
+    req_free(r);
+    return erc;
+  }
   CURLMcode mc = curl_multi_add_handle(f->multi, e);
   if (mc != CURLM_OK) {
     if (mc == CURLM_OUT_OF_MEMORY) goto nomem;
@@ -780,7 +798,7 @@ void moor_fetch_close(moor_fetch *f) {
     req_free(r);
   }
   f->cleaning = 1;
-  curl_multi_cleanup(f->multi);
+  if (f->multi) curl_multi_cleanup(f->multi);
   f->multi = NULL;
   while (f->socks) sock_close(f->socks); /* any curl did not say REMOVE for */
   uv_close((uv_handle_t *)&f->timer, handle_closed);

@@ -9,6 +9,7 @@
  *                                                         sandbox.c (sandbox.h: its own states)
  *   all of them                                        -> store.c, http.c, fetch.c,
  *                                                         fetch_lua.c, json.c, lock.c
+ *   fetch.c (and main.c)                               -> curl_dl.c (libcurl, dlopen'd at first use)
  *
  * The bindings never call the API; the API never calls the module entry
  * (ctest c_no_cycles checks the objects). The components at the bottom keep
@@ -113,6 +114,23 @@ void moor__harness_close(moor *m);
  * the program or under <prefix>/bin or <prefix>/libexec; 0 or MOOR_ENOTFOUND. */
 int moor__lua_dir(const char *given, char *out, size_t size, char *err, size_t errlen);
 int moor__wfa_path(char *out, size_t size);
+/* paths.c: the bundle of precompiled Lua (luab.c) for the Lua directory
+ * lua_dir: the build's moor.luab for a program running from the build tree,
+ * else <lua_dir>/moor/moor.luab (none for a NULL lua_dir); none
+ * (MOOR_ENOTFOUND) when $MOOR_LUA_BYTECODE is 0 or off, and the bundle it
+ * names when it is an absolute path. */
+int moor__luab_path(const char *lua_dir, char *out, size_t size);
+
+/* luab.c: package.searchers[2] becomes Lua's own searcher of package.path
+ * that takes a module's chunk from the bundle at path when the file it
+ * finds is the one the chunk was compiled from, unchanged; 0, or an error
+ * (no bundle, a malformed one) with nothing changed. moor__luab_counts: the
+ * modules loaded from it so far, and those it had but loaded from source. */
+int moor__luab_install(lua_State *L, const char *path);
+void moor__luab_counts(lua_State *L, int *loaded, int *stale);
+/* luab.c: core.precompiled(name, file), the same check for a file the
+ * loader loads itself (moor's built-in tools). */
+extern const luaL_Reg moor__core_luab_fns[];
 
 /* Each binding file's functions, assembled into moor.core by core.c. */
 extern const luaL_Reg moor__core_engine_fns[]; /* core_engine.c: emit, has_listener, db_path */

@@ -5,6 +5,7 @@
 #include "moorconf.h" /* the defaults it shows and the limits of its HTTP client */
 
 #include <curl/curl.h>
+#include "curl_dl.h" /* libcurl loaded at its first use */
 #include <lauxlib.h>
 #include <lualib.h>
 #include <uv.h>

@@ -2,10 +2,12 @@
  * entry point luaopen_moor_core. Loaded by the moor host it only returns the
  * bindings (core.c); loaded by another Lua program it first opens an engine
  * on that program's Lua state (the store, the lock, the loop: moor.c), owned
- * by a userdata in the registry whose __gc closes it. This file depends on
+ * by a userdata in the registry whose __gc closes it, and takes the rest of
+ * moor's modules from its precompiled bundle (luab.c). This file depends on
  * the API and the bindings; nothing depends on it. */
 #include "host.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 static int module_gc(lua_State *L) {
@@ -34,6 +36,12 @@ static int open_module(lua_State *L) {
   m->L = L;
   moor__core_bind(L, m);
   moor__core_preload(L);
+  /* The rest of `require "moor"` from moor's precompiled bundle, each module
+   * only while its file on package.path is the one compiled (luab.c): the
+   * build tree's, or the one installed beside this core.so's Lua directory. */
+  char lua_dir[PATH_MAX], err[256], luab[PATH_MAX];
+  if (moor__lua_dir(NULL, lua_dir, sizeof lua_dir, err, sizeof err)) lua_dir[0] = 0;
+  if (!moor__luab_path(lua_dir[0] ? lua_dir : NULL, luab, sizeof luab)) (void)moor__luab_install(L, luab);
   return 0;
 }
 

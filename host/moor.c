@@ -64,6 +64,22 @@ static int make_parent(const char *path) {
   return 0;
 }
 
+/* $MOOR_TRACE_START (not empty, not 0): each phase of starting an engine
+ * prints "moor-trace <CLOCK_MONOTONIC microseconds> <phase>" on stderr, for
+ * tests/bench/resume.c's breakdown of a restart. Off, it costs one getenv. */
+static int trace(const char *phase) {
+  static int on = -1;
+  if (on < 0) {
+    const char *t = getenv("MOOR_TRACE_START");
+    on = t && *t && strcmp(t, "0");
+  }
+  if (on && phase) fprintf(stderr, "moor-trace %llu %s\n", (unsigned long long)(uv_hrtime() / 1000), phase);
+  return on;
+}
+
+/* (after the dynamic loader has mapped and relocated every library) */
+__attribute__((constructor)) static void trace_loaded(void) { (void)trace("loaded"); }
+
 /* Call engine[fn] with nargs arguments already pushed; leaves nres results.
  * A Lua error becomes MOOR_ELUA with its message. */
 int moor__call_engine(moor *m, const char *fn, int nargs, int nres) {
@@ -91,6 +107,7 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_State *L = luaL_newstate();
   if (!L) return MOOR_ENOMEM;
   m->L = L;
+  trace("lua.new");
   luaL_openlibs(L);
   moor__core_bind(L, m);
   moor__core_preload(L);
@@ -108,20 +125,37 @@ static int open_lua(moor *m, const char *lua_dir) {
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir, lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
   lua_pop(L, 2);
+  /* moor's modules precompiled at build time, each used only while its
+   * source is unchanged (luab.c); without the bundle, the sources. */
+  char luab[PATH_MAX];
+  if (!moor__luab_path(lua_dir, luab, sizeof luab) && moor__luab_install(L, luab) && trace(NULL))
+    fprintf(stderr, "moor-trace lua.bytecode: %s not used (missing, malformed, or for another Lua release)\n", luab);
+  trace("lua.libs");
+  /* (no collection while moor's own modules load: what they allocate stays) */
+  lua_gc(L, LUA_GCSTOP);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "moor.host");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+  int lrc = lua_pcall(L, 1, 1, 0);
+  lua_gc(L, LUA_GCRESTART);
+  if (lrc != LUA_OK) {
     moor__set_err(m, MOOR_ELUA, "cannot load the engine: %s", lua_tostring(L, -1));
     lua_pop(L, 1);
     return MOOR_ELUA;
   }
   m->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  trace("lua.engine");
+  if (trace(NULL)) {
+    int loaded, stale;
+    moor__luab_counts(L, &loaded, &stale);
+    fprintf(stderr, "moor-trace lua.bytecode: %d modules precompiled, %d changed since the build\n", loaded, stale);
+  }
   return 0;
 }
 
 /* What every engine has, whoever owns the Lua state: the loop, the HTTP
  * client, the lock and the store. */
 int moor__engine_init(moor *m, const moor_config *cfg) {
+  trace("open");
   m->lock_fd = -1;
   m->engine_ref = LUA_NOREF;
   m->cfg = *cfg;
@@ -132,6 +166,7 @@ int moor__engine_init(moor *m, const moor_config *cfg) {
   m->loop_ok = 1;
   if (moor_fetch_open(&m->loop, &m->fetch))
     return moor__set_err(m, MOOR_EIO, "cannot start the HTTP client%s", NULL);
+  trace("loop+curl");
   if (cfg->read_only) {
     /* Inspecting creates nothing: a mistyped --db is an error, not a new file. */
     struct stat st;
@@ -151,6 +186,7 @@ int moor__engine_init(moor *m, const moor_config *cfg) {
              db, m->store.err);
     return rc;
   }
+  trace("store");
   return 0;
 }
 
@@ -269,6 +305,7 @@ int moor_load_agent(moor *m, const char *dir) {
   if (rc) return rc;
   rc = answer_rc(m, 2, MOOR_ELOAD);
   lua_pop(m->L, 2);
+  trace("agent");
   return rc;
 }
 
@@ -289,6 +326,7 @@ int moor_resume_all(moor *m) {
   if (rc) return rc;
   rc = answer_rc(m, 2, MOOR_EIO);
   lua_pop(m->L, 2);
+  trace("resume_all");
   return rc;
 }
 

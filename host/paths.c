@@ -149,3 +149,25 @@ int moor__wfa_path(char *out, size_t size) {
 #endif
   return MOOR_ENOTFOUND;
 }
+
+int moor__luab_path(const char *lua_dir, char *out, size_t size) {
+  const char *env = getenv("MOOR_LUA_BYTECODE");
+  if (env && (!strcmp(env, "0") || !strcmp(env, "off"))) return MOOR_ENOTFOUND;
+  if (env && env[0] == '/') { /* another bundle (tests: a damaged one) */
+    if (strlen(env) >= size) return MOOR_ENOTFOUND;
+    strcpy(out, env);
+    return 0;
+  }
+#ifdef MOOR_LUAB_BUILD_PATH
+  char dirs[2][PATH_MAX];
+  int n = self_dirs(dirs);
+  for (int i = 0; i < n; i++) {
+    if (in_build_tree(dirs[i]) && *MOOR_LUAB_BUILD_PATH && strlen(MOOR_LUAB_BUILD_PATH) < size) {
+      strcpy(out, MOOR_LUAB_BUILD_PATH);
+      return 0;
+    }
+  }
+#endif
+  if (!lua_dir || (size_t)snprintf(out, size, "%s/moor/moor.luab", lua_dir) >= size) return MOOR_ENOTFOUND;
+  return 0;
+}

@@ -65,10 +65,14 @@ local function sorted_lua_files(dir)
   return files
 end
 
-local function load_file(path)
+-- builtin: the module name of one of moor's built-in tools ("moor.tools.x"),
+-- whose chunk precompiled at build time is used while the file is unchanged
+-- (host/luab.c); an agent's own files are always loaded from source, as text.
+local function load_file(path, builtin)
   local src, rerr = read_file(path)
   if not src then return nil, path .. ": cannot read: " .. tostring(rerr) end
-  local chunk, perr = load(src, "@" .. path, "t")
+  local chunk, perr = builtin and core.precompiled(builtin, path), nil
+  if not chunk then chunk, perr = load(src, "@" .. path, "t") end
   if not chunk then return nil, perr end
   local ok, v = xpcall(chunk, function(e) return e end)
   if not ok then return nil, describe(path, v, src) end
@@ -135,7 +139,8 @@ table.insert(package.searchers, function(modname)
   local f = path and io.open(path, "rb")
   if not f then return ("\n\tno built-in tool file for '%s'"):format(modname) end
   f:close()
-  local chunk, err = loadfile(path, "t")
+  local chunk, err = core.precompiled(modname, path), nil
+  if not chunk then chunk, err = loadfile(path, "t") end
   if not chunk then error(err, 0) end
   return chunk, path
 end)
@@ -149,7 +154,7 @@ function M.builtins()
   local out, errs = { tools = {}, factories = {} }, {}
   for _, file in ipairs(sorted_lua_files(dir)) do
     local name, path = file:sub(1, -5), dir .. "/" .. file
-    local v, err, src = load_file(path)
+    local v, err, src = load_file(path, "moor.tools." .. name)
     if err then
       errs[#errs + 1] = err
     elseif type(v) == "function" then

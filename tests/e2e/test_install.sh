@@ -70,6 +70,15 @@ out=$("$M" call remind '{"note": "stand up", "delay": "50ms"}' 2>"$T/call.err") 
 [ "$(printf '%s\n' "$out" | tail -1)" = '{"reminder":"Reminder: stand up"}' ] || fail "moor call remind printed: $out"
 [ -f .moor/moor.db ] || fail "moor call made no .moor/moor.db in the project"
 pass "moor call runs the scaffold's plain and workflow tools from the installed prefix"
+# The installed Lua side's precompiled bundle (install compiled it from the
+# installed files): every module and built-in tool comes from it.
+MOOR_TRACE_START=1 "$M" call greet '{"name": "Ada"}' >/dev/null 2>"$T/trace.err" || fail "moor call greet: $(cat "$T/trace.err")"
+[ -f "$P/share/lua/5.4/moor/moor.luab" ] || fail "cmake --install did not write share/lua/5.4/moor/moor.luab"
+grep -q '^moor-trace lua.bytecode: [1-9][0-9]* modules precompiled, 0 changed' "$T/trace.err" \
+  || fail "the installed moor did not load its modules from moor.luab: $(grep lua.bytecode "$T/trace.err")"
+grep -q '^moor-trace-luab moor.tools.sleep bytecode$' "$T/trace.err" || fail "the installed sleep tool not from moor.luab"
+grep -q 'source (' "$T/trace.err" && fail "an installed module loaded from source: $(grep 'source (' "$T/trace.err")"
+pass "the installed moor loads its modules and built-in tools from share/lua/5.4/moor/moor.luab"
 
 "$M" test >"$T/test.out" 2>&1 || fail "moor test on the scaffold: $(cat "$T/test.out")"
 grep -q '^4 successes / 0 failures / 0 errors' "$T/test.out" || fail "moor test: $(cat "$T/test.out")"
