@@ -8,6 +8,10 @@ local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 describe("eviction slice", function()
+  local saved_idle
+  before_each(function() saved_idle = engine.EVICT_IDLE_MS end)
+  after_each(function() engine.EVICT_IDLE_MS = saved_idle end)
+
   it("is not spent by the round's commit and listeners", function()
     local sleeper = support.register("spec_sleeper", moor.defineWorkflowTool { description = "x",
       inputSchema = s.object {}, execute = function() moor.sleep("1h"); return true end })
