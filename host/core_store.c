@@ -36,6 +36,22 @@ static void push_text(lua_State *L, sqlite3_stmt *st, int c) {
   lua_pushlstring(L, text ? text : "", (size_t)sqlite3_column_bytes(st, c));
 }
 
+/* A payload kept in the blobs table (the event row holds ''), as the view
+ * event_log gives it: its text, or '' where there is none. 0, or -1. */
+static int push_blob(lua_State *L, moor *m, const char *run, size_t len, sqlite3_int64 seq) {
+  static const char sql[] = "SELECT payload FROM blobs WHERE run_id=? AND seq=?";
+  sqlite3_stmt *st;
+  int owned;
+  if (moor_store_prepare(&m->store, sql, sizeof sql - 1, &st, &owned)) return -1;
+  sqlite3_bind_text(st, 1, run, (int)len, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, seq);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) push_text(L, st, 0);
+  else lua_pushliteral(L, "");
+  moor_store_release(&m->store, st, owned);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* nil, message: a failure the store (or SQLite) describes. */
 static int fail(lua_State *L, const char *message) {
   lua_pushnil(L);
@@ -166,7 +182,13 @@ static int l_events(lua_State *L) {
     if (sqlite3_column_type(st, 3) == SQLITE_NULL) lua_pushboolean(L, 0);
     else push_text(L, st, 3);
     lua_rawseti(L, base + 3, n);
-    push_text(L, st, 4);
+    if (sqlite3_column_bytes(st, 4) > 0) push_text(L, st, 4);
+    else if (push_blob(L, m, run, len, sqlite3_column_int64(st, 0))) {
+      lua_settop(L, base);
+      sqlite3_reset(st);
+      sqlite3_clear_bindings(st);
+      return fail(L, sqlite3_errmsg(m->store.db));
+    }
     lua_rawseti(L, base + 4, n);
     lua_pushinteger(L, sqlite3_column_int64(st, 5));
     lua_rawseti(L, base + 5, n);

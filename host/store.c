@@ -568,7 +568,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
       (rc = prepare(s, &s->commit, "COMMIT")) ||
       (rc = prepare(s, &s->blob, "INSERT INTO blobs(run_id,seq,payload) VALUES(?,?,?)")) ||
       (rc = prepare(s, &s->events,
-                    "SELECT seq,op,kind,name,payload,time FROM event_log WHERE run_id=? ORDER BY seq")))
+                    "SELECT seq,op,kind,name,payload,time FROM events WHERE run_id=? ORDER BY seq")))
     return rc;
   if (!read_only) ckpt_start(s, sync);
   return 0;

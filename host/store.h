@@ -24,7 +24,7 @@ typedef struct moor_store {
   sqlite3_stmt *append;  /* INSERT INTO events */
   sqlite3_stmt *begin;
   sqlite3_stmt *commit;
-  sqlite3_stmt *events;  /* SELECT ... FROM event_log WHERE run_id=? */
+  sqlite3_stmt *events;  /* SELECT ... FROM events WHERE run_id=? (a '' payload is in blobs) */
   sqlite3_stmt *blob;    /* INSERT INTO blobs: a large event payload */
   /* Statements by SQL text (moor_store_prepare): a set-associative table of
    * MOOR_STORE_STMT_SETS x MOOR_STORE_STMT_WAYS, least recently used out. */
