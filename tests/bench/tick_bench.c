@@ -190,8 +190,12 @@ static void idle(int round, long n, int ticks, struct loop_fig *tick, struct loo
     check(m, moor_call(m, "steps", "{\"n\":0,\"park\":\"1h\"}", id, sizeof id));
     if (i % 1000 == 999) check(m, moor_tick(m, &due));
   }
-  check(m, moor_tick(m, &due));
-  check(m, moor_tick(m, &due));
+  /* (until nothing is due now: beyond MAX_PARKED_LIVE the runs are evicted a
+   * slice a tick, each such tick due again at once) */
+  for (long k = 0; k < 10000000; k++) {
+    check(m, moor_tick(m, &due));
+    if (due != 0) break;
+  }
   if (n && due < 3000000) {
     fprintf(stderr, "tick bench: %ld parked runs, but a timer is due in %lld ms\n", n, due);
     exit(1);
