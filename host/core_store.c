@@ -206,6 +206,17 @@ static int l_events(lua_State *L) {
   return 7;
 }
 
+/* t[name] = v on the table at the top of the stack. */
+static void set_int(lua_State *L, const char *name, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, name);
+}
+
+static void set_bool(lua_State *L, const char *name, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, name);
+}
+
 /* store_stats() -> { prepared = statements prepared since the database was
  * opened, kept = statements kept prepared now } (tests/lua/store_spec.lua),
  * and the checkpointer's (store.h's moor_store_stats): checkpointer (true
@@ -221,32 +232,20 @@ static int l_store_stats(lua_State *L) {
   moor_store_ckpt_stats st;
   moor_store_stats(&m->store, &st);
   lua_createtable(L, 0, 12);
-  lua_pushinteger(L, m->store.prepared);
-  lua_setfield(L, -2, "prepared");
-  lua_pushinteger(L, kept);
-  lua_setfield(L, -2, "kept");
-  lua_pushboolean(L, st.checkpointer);
-  lua_setfield(L, -2, "checkpointer");
-  lua_pushinteger(L, st.checkpoints);
-  lua_setfield(L, -2, "checkpoints");
-  lua_pushinteger(L, st.checkpoints_busy);
-  lua_setfield(L, -2, "checkpoints_busy");
-  lua_pushboolean(L, st.checkpointing);
-  lua_setfield(L, -2, "checkpointing");
-  lua_pushinteger(L, st.checkpoints_inline);
-  lua_setfield(L, -2, "checkpoints_inline");
-  lua_pushinteger(L, st.wal_frames);
-  lua_setfield(L, -2, "wal_frames");
-  lua_pushinteger(L, MOOR_STORE_CHECKPOINT_FRAMES);
-  lua_setfield(L, -2, "checkpoint_frames");
-  lua_pushinteger(L, MOOR_STORE_CHECKPOINT_MAX_FRAMES);
-  lua_setfield(L, -2, "checkpoint_max_frames");
+  set_int(L, "prepared", m->store.prepared);
+  set_int(L, "kept", kept);
+  set_bool(L, "checkpointer", st.checkpointer);
+  set_int(L, "checkpoints", st.checkpoints);
+  set_int(L, "checkpoints_busy", st.checkpoints_busy);
+  set_bool(L, "checkpointing", st.checkpointing);
+  set_int(L, "checkpoints_inline", st.checkpoints_inline);
+  set_int(L, "wal_frames", st.wal_frames);
+  set_int(L, "checkpoint_frames", MOOR_STORE_CHECKPOINT_FRAMES);
+  set_int(L, "checkpoint_max_frames", MOOR_STORE_CHECKPOINT_MAX_FRAMES);
   long long appends, writes;
   moor__store_vfs_counts(&appends, &writes);
-  lua_pushinteger(L, appends);
-  lua_setfield(L, -2, "wal_appends");
-  lua_pushinteger(L, writes);
-  lua_setfield(L, -2, "wal_writes");
+  set_int(L, "wal_appends", appends);
+  set_int(L, "wal_writes", writes);
   return 1;
 }
 
