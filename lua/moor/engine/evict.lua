@@ -143,24 +143,26 @@ end
 --- At the end of a round: evict what has been parked too long, or the
 -- least recently active parked runs while more than MAX_PARKED_LIVE are in
 -- memory; at most EVICT_BATCH runs looked at, and none after mono() (µs)
--- reaches until_us once one was evicted (an eviction costs 5-12 µs: 1,024 in
+-- reaches budget_end (a budgeted tick's end; else EVICT_SLICE_US from the
+-- first eviction) once one was evicted (an eviction costs 5-12 µs: 1,024 in
 -- one tick paused a host for 5-50 ms). Returns the time (ms) the next
 -- eviction falls due, or nil; and true when it stopped with more due now
 -- (the next round goes on at once).
-function M.sweep(until_us, mono)
+function M.sweep(budget_end, mono)
   local idle, max = conf.EVICT_IDLE_MS, conf.MAX_PARKED_LIVE
   if not idle or idle < 0 or not head then return nil end
   local now = now_ms()
   if log.store_error or S.npending > 0 then return nil end -- (a failed commit: the round is retried)
   local budget = conf.EVICT_BATCH
   local r = head
-  local evicted, cut = 0, false
+  local evicted, cut, until_us = 0, false, budget_end
   while r and budget > 0 do
     if S.nruns <= max and act[r] + idle > now then break end
     budget = budget - 1
     local n = nxt[r]
     local ok, first = evictable(r, now)
     if ok then
+      until_us = until_us or mono() + conf.EVICT_SLICE_US
       evict(r, first)
       evicted = evicted + 1
       if mono() >= until_us then

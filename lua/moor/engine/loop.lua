@@ -162,13 +162,11 @@ function M.tick(budget_us)
       break
     end
   end
-  -- (the sweep gets what is left of the budget, or a slice: at least one eviction)
-  local budget_end = deadline
+  local budget_end = deadline -- (the sweep gets what is left of the budget)
   deadline = false
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
-  local sweep_until = budget_end or (mono() + conf.EVICT_SLICE_US)
-  local evict_due, evict_left = evict.sweep(sweep_until, mono) -- (runs parked too long leave memory)
+  local evict_due, evict_left = evict.sweep(budget_end, mono) -- (runs parked too long leave memory)
   local due = timers.next_due()
   if #S.later > 0 or left or evict_left then due = now_ms() end -- a paused thread, work left: the next tick goes on
   if evict.pending() then due = now_ms() end -- (runs reached during the round: loaded at the next)
