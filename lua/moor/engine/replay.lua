@@ -34,6 +34,16 @@ function M.nondeterminism(r, n, rec, kind, name)
     { seq = n }))
 end
 
+--- A step.result's payload as the body gets it (a step that returns nothing
+-- gives nil), or nil and the decoding error.
+function M.step_value(payload)
+  local v, err = decode(payload)
+  if err then return nil, err end
+  if v == null then return nil end
+  return v
+end
+local step_value = M.step_value
+
 --- A completion was recorded (or replayed): take the thread waiting on op n
 -- and the values its op returns. Returns nil when the run failed instead.
 function M.take(r, n, kind, payload, time)
@@ -51,9 +61,8 @@ function M.take(r, n, kind, payload, time)
   r.waiters[n] = nil
   if time > r.now then r.now = time end
   if kind == "step.result" then
-    local v, err = decode(payload)
+    local v, err = step_value(payload)
     if err then return finish_run(r, false, errors.new("CorruptLog", "seq " .. n .. ": " .. err)) end
-    if v == null then v = nil end -- a step that returns nothing gives the body nil
     return th, true, v
   elseif kind == "step.error" then
     local e = decode(payload)

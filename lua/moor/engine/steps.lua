@@ -12,6 +12,7 @@ local timers = require "moor.engine.timers"
 local runs = require "moor.engine.runs"
 local waits = require "moor.engine.waits"
 local auth = require "moor.engine.auth"
+local replay = require "moor.engine.replay"
 local S = require "moor.engine.state"
 
 local M = {}
@@ -19,7 +20,8 @@ local M = {}
 local co_create, co_resume, co_status, co_yield, co_close =
   coroutine.create, coroutine.resume, coroutine.status, coroutine.yield, coroutine.close
 local pack, unpack = table.pack, table.unpack
-local encode, decode, null = json.encode, json.decode, json.null
+local encode = json.encode
+local step_value = replay.step_value
 local now_ms = clock.now
 local OP, IO, TASK_MESSAGE = S.OP, S.IO, S.TASK_MESSAGE
 
@@ -226,12 +228,11 @@ function M.step(name, fn, policy, ...)
     local i = r.replay[r.rpos]
     if i and r.nready == 0 and coroutine.isyieldable() and r.log_ops[i] == n and rec.kind == "step" and rec.name == name
       and r.log_kinds[i] == "step.result" then
-      local v, err = decode(r.log_payloads[i])
+      local v, err = step_value(r.log_payloads[i])
       if not err then
         r.nops, r.rpos = n, r.rpos + 1
         local t = r.log_times[i]
         if t > r.now then r.now = t end
-        if v == null then v = nil end -- (a step that returns nothing gives the body nil)
         return true, v
       end
     end
