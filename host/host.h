@@ -8,7 +8,7 @@
  *                                                         core_http.c, core_os.c, harness.c -> core_engine.c;
  *                                                         sandbox.c (sandbox.h: its own states)
  *   all of them                                        -> store.c, http.c, fetch.c,
- *                                                         fetch_lua.c, json.c, lock.c
+ *                                                         fetch_lua.c, json.c, lock.c, alloc.c
  *   fetch.c (and main.c)                               -> curl_dl.c (libcurl, dlopen'd at first use)
  *
  * The bindings never call the API; the API never calls the module entry
@@ -28,11 +28,14 @@
 #include "moorconf.h"
 #include "store.h"
 
+typedef struct moor__pool moor__pool;
+
 struct moor {
   uv_loop_t loop;
   uv_timer_t timer;       /* wakes the loop for the engine's next due timer */
   int loop_ok;            /* loop and timer initialised: close them */
   lua_State *L;
+  moor__pool *pool;       /* the allocator of L when moor_open made it (alloc.c); NULL: malloc's */
   int engine_ref;         /* registry ref to require "moor.host" (the Lua face the C side calls) */
   moor_store store;
   int lock_fd;            /* flock()ed <db>.lock; -1 when read-only */
@@ -57,6 +60,16 @@ struct moor {
   struct moor__usrv *usrvs;   /* core.unix_listen servers open (harness.c) */
   char err[8192];
 };
+
+/* --- alloc.c: the engine's Lua allocator ---------------------------------- */
+
+/* Size-class free lists for a Lua state's small blocks (see alloc.c). open
+ * returns NULL when $MOOR_LUA_ALLOC=malloc (or memory is short): use
+ * luaL_newstate. close frees every slab, after lua_close. */
+moor__pool *moor__pool_open(void);
+void *moor__pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+void moor__pool_close(moor__pool *p);
+size_t moor__pool_bytes(const moor__pool *p); /* slab bytes held */
 
 /* --- moor.c: the engine's life and calls into the Lua engine --------------- */
 

@@ -129,6 +129,15 @@
 #define MOOR_MALLOC_MMAP_THRESHOLD (4 * 1024 * 1024) /* larger blocks are mmap'd (setting the trim threshold
                                                         stops glibc adjusting this one itself) */
 #endif
+/* The engine's Lua state takes blocks up to this size from size classes of
+ * its own (host/alloc.c), cut from slabs of MOOR_ALLOC_SLAB bytes; larger
+ * ones from malloc. $MOOR_LUA_ALLOC=malloc: every block from malloc. */
+#ifndef MOOR_ALLOC_SMALL_MAX
+#define MOOR_ALLOC_SMALL_MAX 512        /* bytes, a multiple of 16 */
+#endif
+#ifndef MOOR_ALLOC_SLAB
+#define MOOR_ALLOC_SLAB (64 * 1024)     /* bytes */
+#endif
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
 #endif

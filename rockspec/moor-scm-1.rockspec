@@ -35,7 +35,7 @@ build = {
                   "host/core_http.c", "host/core_os.c", "host/store.c", "host/store_vfs.c", "host/lock.c", "host/json.c",
                   "host/http.c", "host/fetch.c", "host/fetch_lua.c", "host/regex.c",
                   "host/sandbox.c", "host/harness.c", "host/paths.c", "host/scaffold.c",
-                  "host/luab.c", "host/curl_dl.c" },
+                  "host/luab.c", "host/curl_dl.c", "host/alloc.c" },
       defines = { "MOOR_NO_CJSON", "_GNU_SOURCE" },
       incdirs = { "host", "$(UV_INCDIR)", "$(SQLITE_INCDIR)", "$(CURL_INCDIR)", "$(HTTP_PARSER_INCDIR)",
                   "$(CRYPTO_INCDIR)", "$(PCRE2_INCDIR)" },
