@@ -26,6 +26,18 @@ local query, exec = core.query, core.exec
 
 local function first(rows) return rows and rows[1] end
 
+-- Runs this process wrote a question, a hook or a child run for since the
+-- engine last forgot them (engine/state.lua's S.drop): a run started here
+-- and not in this set holds none of them, so it ends without a query for
+-- them (three a run: withdraw_run_inputs, close_hooks, running_children).
+local holding = {}
+
+--- Whether this process wrote a question, hook or child for run_id since forget(run_id).
+function M.holds(run_id) return holding[run_id] ~= nil end
+
+--- The engine holds run_id no more (it ended, or left memory).
+function M.forget(run_id) holding[run_id] = nil end
+
 -- A run and every run under it (children, their children, ...), as tree(id).
 local TREE = "WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
   .. "ON runs.parent_id = tree.id) "
@@ -104,6 +116,7 @@ end
 
 --- Record a new run (status running). Returns true, or nil and the cause.
 function M.insert_run(r)
+  if r.parent_id then holding[r.parent_id] = true end
   return exec("INSERT INTO runs(id,tool,entry,status,input,call_id,source_hash,seed,started,"
     .. "updated,channel,parent_id,parent_op) VALUES(?,?,?,'running',?,?,?,?,?,?,?,?,?)", r.id, r.tool, r.entry,
     r.input, r.call_id, r.source_hash, r.seed, r.started, r.started, r.channel, r.parent_id, r.parent_op)
@@ -150,6 +163,7 @@ end
 
 --- Record a pending question.
 function M.insert_input(request_id, run_id, op, request, t)
+  holding[run_id] = true
   return exec("INSERT INTO inputs(request_id, run_id, op, request, status, created) VALUES(?,?,?,?,'pending',?)",
     request_id, run_id, op, request, t)
 end
@@ -214,12 +228,14 @@ end
 
 --- Record a hook or webhook (respond: its respondWith as JSON, or nil).
 function M.insert_hook(token, run_id, kind, respond, t)
+  holding[run_id] = true
   return exec("INSERT INTO hooks(token, run_id, kind, respond, created) VALUES(?,?,?,?,?)", token, run_id, kind,
     respond, t)
 end
 
 --- Record a hook unless its token exists (a session's inbox).
 function M.ensure_hook(token, run_id, t)
+  holding[run_id] = true
   return exec("INSERT OR IGNORE INTO hooks(token, run_id, kind, created) VALUES(?,?,'hook',?)", token, run_id, t)
 end
 

@@ -86,7 +86,9 @@ function M.end_run(r, status, outcome)
   if r.parent_id then notify_parent(r) end
   report_task(r, status, outcome)
   -- A run that ends takes the runs it started with it (an agent's session).
-  for _, k in ipairs(store.running_children(r.id) or {}) do M.cancel(k.id) end
+  if not r.fresh or store.holds(r.id) then -- (else: started here, and it started no run)
+    for _, k in ipairs(store.running_children(r.id) or {}) do M.cancel(k.id) end
+  end
   M.close_threads(r, "the run has ended") -- branches still parked (a lost race)
   S.drop(r)
   for _, fn in ipairs(S.on_end) do fn(r.id) end -- (what a run holds outside the engine: harness agents)
@@ -290,6 +292,7 @@ function M.call(name, input_json, opts)
   local inserted, e = store.insert_run(row)
   if not inserted then return nil, e, "store" end
   local r = M.new_run(row, tool)
+  r.fresh = true -- (its rows are this process's alone: store.holds tells what it holds)
   -- (the input as the row has it, not decoded and encoded again: the encoder
   -- sorts keys, so this is the text encode({ callId, input, parentId, session }) gives)
   append(r, nil, "run.started", name, '{"callId":' .. encode(row.call_id) .. ',"input":' .. text

@@ -3,6 +3,7 @@
 -- lua/moor/engine/ reads and writes it here (fields, not upvalues, because
 -- several files share them); nothing here does work but dropping a run.
 local timers = require "moor.engine.timers"
+local store = require "moor.store"
 
 local S = {}
 
@@ -53,6 +54,7 @@ function S.drop(r)
     S.runs[r.id] = nil
     S.nruns = S.nruns - 1
   end
+  store.forget(r.id)
   S.forget(r)
 end
 

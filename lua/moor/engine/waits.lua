@@ -153,6 +153,7 @@ end
 --- A run that ends withdraws its questions and closes its hooks (their
 -- deliveries get 404 from now on).
 function M.release(r)
+  if r.fresh and not store.holds(r.id) then return end -- (started here, and asked and hooked nothing)
   for _, row in ipairs(store.withdraw_run_inputs(r.id, now_ms()) or {}) do
     append(r, nil, "input.resolved", "ask", encode({ requestId = row.request_id, runId = r.id, outcome = "cancelled" }))
   end
