@@ -187,6 +187,20 @@ static void test_read_only_has_no_thread(void **state) {
   moor_store_close(&s);
 }
 
+/* SQLite's allocation counting (a global mutex each allocation) is off once
+ * a store has opened: sqlite3_memory_used() stays at zero while it works. */
+static void test_no_memory_counting(void **state) {
+  (void)state;
+  char path[256];
+  db_path(path, sizeof path, "memstatus.db");
+  moor_store s;
+  long long seq = 0;
+  assert_int_equal(moor_store_open(&s, path, MOOR_DURABILITY_NORMAL, 0), 0);
+  for (int i = 0; i < 20; i++) commit_one(&s, &seq);
+  assert_int_equal(sqlite3_memory_used(), 0);
+  moor_store_close(&s);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   for (size_t i = 0; i < sizeof payload; i++) payload[i] = (char)('a' + i % 26);
@@ -195,6 +209,7 @@ int main(void) {
     cmocka_unit_test(test_sustained_commits),
     cmocka_unit_test(test_close_while_checkpointing),
     cmocka_unit_test(test_read_only_has_no_thread),
+    cmocka_unit_test(test_no_memory_counting),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];

@@ -29,6 +29,11 @@ SID=$(sed -n 's/^session //p' "$FX/session.txt")
 [ -n "$SLEEPER" ] && [ -n "$DEPLOY" ] && [ -n "$WEBHOOK" ] && [ -n "$SID" ] || fail "fixture runs not found"
 
 start_dev "$T/example" 127.0.0.1:0
+# Migrated on open: the fixture's version 4 to this moor's 6 (runs_parent
+# keeps only runs with a parent).
+[ "$(sqlite3 "$DB" "PRAGMA user_version")" = 6 ] || fail "not migrated: $(sqlite3 "$DB" "PRAGMA user_version")"
+sqlite3 "$DB" "SELECT sql FROM sqlite_master WHERE name='runs_parent'" | grep -qF "WHERE parent_id IS NOT NULL" \
+  || fail "runs_parent after the migration: $(sqlite3 "$DB" "SELECT sql FROM sqlite_master WHERE name='runs_parent'")"
 # The finished runs are as they were; the parked ones are running again.
 for id in $ids; do
   want=$(grep -o "\"id\":\"$id\",\"started\":\"[^\"]*\",\"status\":\"[a-z]*\"" "$FX/runs.json" | sed 's/.*"status":"//; s/"$//')

@@ -87,7 +87,7 @@ kill_dev
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM blobs WHERE run_id='$OLD'")" = 0 ] || fail "a small value went to blobs"
 sqlite3 "$DB" "DELETE FROM blobs; DROP VIEW event_log; DROP TABLE blobs; DROP TABLE harness_turns; PRAGMA user_version=3;"
 start_dev example 127.0.0.1:0
-[ "$(sqlite3 "$DB" "PRAGMA user_version")" = 5 ] || fail "not migrated: $(sqlite3 "$DB" "PRAGMA user_version")"
+[ "$(sqlite3 "$DB" "PRAGMA user_version")" = 6 ] || fail "not migrated: $(sqlite3 "$DB" "PRAGMA user_version")"
 TOKEN=$(sqlite3 "$DB" "SELECT token FROM hooks WHERE run_id='$OLD'")
 req POST "/.well-known/workflow/v1/webhook/$TOKEN" '{}'
 expect 202 "deliver to the old run's webhook"

@@ -77,6 +77,25 @@ describe("the store's statements", function()
   end)
 end)
 
+describe("the runs table's indexes", function()
+  it("keep runs with no parent out of runs_parent (migration 6), and every query by parent still searches it",
+    function()
+    local idx = core.query("SELECT sql FROM sqlite_master WHERE type='index' AND name='runs_parent'")
+    assert.truthy(idx[1].sql:find("WHERE parent_id IS NOT NULL", 1, true), idx[1].sql)
+    for _, sql in ipairs {
+      "SELECT id FROM runs WHERE parent_id=? AND status='running'",
+      "SELECT id FROM runs WHERE parent_id=? AND parent_op=?",
+      "WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT runs.id FROM runs JOIN tree "
+        .. "ON runs.parent_id = tree.id) SELECT id FROM tree",
+    } do
+      local plan = {}
+      for _, row in ipairs(assert(core.query("EXPLAIN QUERY PLAN " .. sql, "x", 1))) do plan[#plan + 1] = row.detail end
+      plan = table.concat(plan, "; ")
+      assert.truthy(plan:find("USING INDEX runs_parent", 1, true), sql .. ": " .. plan)
+    end
+  end)
+end)
+
 describe("the log", function()
   it("refuses a second event at a seq a run has taken, and reads back in seq order", function()
     local _, _, id = t.call(one_step)
