@@ -246,9 +246,11 @@ end
 
 -- An id: the prefix, the time in ms (11 hex digits) and 6 random bytes in hex
 -- (rand: 6 bytes or more of core.random_bytes, from offset at).
-local HEX6 = ("%02x"):rep(6)
+local HEX = {} -- (byte -> two hex digits: string.format's %02x is a snprintf a byte)
+for b = 0, 255 do HEX[b] = ("%02x"):format(b) end
 local function new_id(prefix, rand, at)
-  return prefix .. ("%011x"):format(now_ms()) .. HEX6:format(rand:byte(at, at + 5))
+  local b1, b2, b3, b4, b5, b6 = rand:byte(at, at + 5)
+  return prefix .. ("%011x"):format(now_ms()) .. HEX[b1] .. HEX[b2] .. HEX[b3] .. HEX[b4] .. HEX[b5] .. HEX[b6]
 end
 
 --- Start a run of tool `name` with input (JSON text or a value). opts:

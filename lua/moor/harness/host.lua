@@ -486,6 +486,7 @@ function M.close_agent(token)
 end
 
 engine.on_run_end(function(run_id)
+  if next(dirs) == nil and next(agents) == nil then return end -- (no harness agent open: most runs)
   local prefix = "harness-" .. run_id .. "-"
   local mine = {}
   for token in pairs(agents) do
