@@ -1,5 +1,7 @@
 -- An eviction round cut short by its time slice asks for the next round at
--- once (due 0) only when the next run in line is due too.
+-- once (due 0) only when the next run in line is due too. And activity times
+-- are on eviction's own clock: runs touched while the clock read later than
+-- it does now (a wall clock stepped back) still leave memory.
 local moor = require "moor"
 local engine = require "moor.engine"
 local conf = require "moor.conf"
@@ -35,5 +37,29 @@ describe("an eviction round cut short", function()
     engine.EVICT_IDLE_MS = -1
     t.cancel(b)
     t.drive(b)
+  end)
+
+  it("evicts a run last active while the clock read a day later than it does now", function()
+    local sleeper = support.register("spec_back", moor.defineWorkflowTool { description = "x",
+      inputSchema = s.object {}, execute = function() moor.sleep("30d"); return true end })
+    engine.EVICT_IDLE_MS = -1
+    t.useVirtualClock(core.now() + 86400000) -- (a day ahead, then back to the wall clock)
+    local id
+    local ok, err = pcall(function()
+      id = assert(t.start(sleeper, {}))
+      t.drive(id, 0)
+    end)
+    t.useRealClock()
+    assert(ok, err)
+    engine.EVICT_IDLE_MS = 0
+    for _ = 1, 10000 do
+      engine.tick()
+      if engine.evicted(id) then break end
+    end
+    assert.is_true(engine.evicted(id), "a run active 'in the future' stayed in memory")
+    engine.EVICT_IDLE_MS = -1
+    t.cancel(id)
+    t.drive(id)
+    assert.are.equal("cancelled", engine.run_status(id))
   end)
 end)

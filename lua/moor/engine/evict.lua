@@ -17,6 +17,7 @@
 -- made the cause durable, so the replay reads it from the log or the store.
 -- Both paths give the same events and result (tests/lua/evict_spec.lua).
 local clock = require "moor.clock"
+local core = require "moor.core"
 local conf = require "moor.conf"
 local store = require "moor.store"
 local log = require "moor.engine.log"
@@ -28,12 +29,30 @@ local S = require "moor.engine.state"
 local M = {}
 
 local now_ms = clock.now
+local mono = core.mono
 
 -- Runs in memory, least recently active first: a list linked through side
 -- tables (a run's own table keeps its size), touched at every resume.
 local nxt, prv, act = {}, {}, {}
+
+-- Activity times are on a clock of their own: the virtual clock while it is
+-- on (specs), else the monotonic one in ms, so a wall clock stepped back (an
+-- NTP correction) never leaves runs looking active in the future and
+-- eviction stalled until it catches up. Timers stay on the engine's clock.
+local virtual_last = nil
+local function eclock()
+  local v = clock.is_virtual()
+  local t = v and now_ms() or mono() // 1000
+  if v ~= virtual_last then
+    if virtual_last ~= nil then -- (the clock changed kind: every run counts as active now)
+      for r in pairs(act) do act[r] = t end
+    end
+    virtual_last = v
+  end
+  return t
+end
 local head, tail = nil, nil
-local round_at = 0 -- ms: the scheduler round's start (a resume between rounds uses the last)
+local round_at = 0 -- eclock ms: the scheduler round's start (a resume between rounds uses the last)
 
 local queue, queued = {}, {} -- evicted runs to load at the next round, in the order asked
 local evictions, wakes = 0, 0
@@ -151,13 +170,13 @@ end
 function M.sweep(budget_end, mono)
   local idle, max = conf.EVICT_IDLE_MS, conf.MAX_PARKED_LIVE
   if not idle or idle < 0 or not head then return nil end
-  local now = now_ms()
+  local now, enow = now_ms(), eclock() -- (now for timers, enow for activity)
   if log.store_error or S.npending > 0 then return nil end -- (a failed commit: the round is retried)
   local budget = conf.EVICT_BATCH
   local r = head
   local evicted, cut, until_us = 0, false, budget_end
   while r and budget > 0 do
-    if S.nruns <= max and act[r] + idle > now then break end
+    if S.nruns <= max and act[r] + idle > enow then break end
     budget = budget - 1
     local n = nxt[r]
     local ok, first = evictable(r, now)
@@ -166,13 +185,13 @@ function M.sweep(budget_end, mono)
       evict(r, first)
       evicted = evicted + 1
       if mono() >= until_us then
-        cut = n ~= nil and act[n] ~= nil and (S.nruns > max or act[n] + idle <= now)
+        cut = n ~= nil and act[n] ~= nil and (S.nruns > max or act[n] + idle <= enow)
         break
       end
     else
       -- Busy, or it will be soon: looked at again once it has been idle as long.
       unlink(r)
-      push_tail(r, now)
+      push_tail(r, enow)
     end
     if n == nil or act[n] == nil then break end
     r = n
@@ -181,12 +200,12 @@ function M.sweep(budget_end, mono)
   if not head then return nil end
   if S.nruns > max and evicted > 0 then return now end
   -- (at most a round a second for this: a head that cannot leave yet is looked at again then)
-  local due = act[head] + idle
-  return due > now + 1000 and due or now + 1000
+  local wait = act[head] + idle - enow -- (on the engine's clock: now + wait)
+  return now + (wait > 1000 and wait or 1000)
 end
 
---- The round starts at now (ms).
-function M.round(now) round_at = now end
+--- A scheduler round starts.
+function M.round() round_at = eclock() end
 
 --- Whether evicted runs wait to be loaded again (the next round comes soon).
 function M.pending() return queue[1] ~= nil end

@@ -139,7 +139,7 @@ function M.tick(budget_us)
   local reloads = log.take_reloads()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
-  evict.round(now)
+  evict.round()
   local left = timers.fire_due(now, deadline, mono)
   evict.load_woken() -- (evicted runs a timer or the world reached: replayed from their logs)
   release_paused()
