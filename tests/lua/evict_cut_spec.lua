@@ -11,9 +11,11 @@ local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
 
 describe("an eviction round cut short", function()
-  local saved_idle, saved_slice
-  before_each(function() saved_idle, saved_slice = engine.EVICT_IDLE_MS, conf.EVICT_SLICE_US end)
-  after_each(function() engine.EVICT_IDLE_MS, conf.EVICT_SLICE_US = saved_idle, saved_slice end)
+  local saved_idle, saved_slice, saved_batch
+  before_each(function() saved_idle, saved_slice, saved_batch = engine.EVICT_IDLE_MS, conf.EVICT_SLICE_US,
+    conf.EVICT_BATCH end)
+  after_each(function() engine.EVICT_IDLE_MS, conf.EVICT_SLICE_US, conf.EVICT_BATCH = saved_idle, saved_slice,
+    saved_batch end)
 
   it("says more is due only when it is", function()
     local sleeper = support.register("spec_cut", moor.defineWorkflowTool { description = "x",
@@ -37,6 +39,34 @@ describe("an eviction round cut short", function()
     engine.EVICT_IDLE_MS = -1
     t.cancel(b)
     t.drive(b)
+  end)
+
+  it("says more is due when EVICT_BATCH ran out with due runs left (not a second later)", function()
+    local sleeper = support.register("spec_batch", moor.defineWorkflowTool { description = "x",
+      inputSchema = s.object {}, execute = function() moor.sleep("1h"); return true end })
+    engine.EVICT_IDLE_MS = -1
+    local ids = {}
+    for i = 1, 5 do
+      ids[i] = assert(t.start(sleeper, {}))
+      t.drive(ids[i], 0)
+    end
+    engine.EVICT_IDLE_MS = 0
+    conf.EVICT_SLICE_US = 1000000 -- (only the batch stops a round)
+    conf.EVICT_BATCH = 2
+    local dues = {}
+    for _ = 1, 100 do
+      dues[#dues + 1] = engine.tick()
+      local all = true
+      for i = 1, 5 do all = all and engine.evicted(ids[i]) end
+      if all then break end
+    end
+    for i = 1, 5 do assert.is_true(engine.evicted(ids[i]), "run " .. i) end
+    for i = 1, #dues - 1 do assert.are.equal(0, dues[i], "round " .. i .. " of " .. #dues) end
+    engine.EVICT_IDLE_MS = -1
+    for i = 1, 5 do
+      t.cancel(ids[i])
+      t.drive(ids[i])
+    end
   end)
 
   it("evicts a run last active while the clock read a day later than it does now", function()

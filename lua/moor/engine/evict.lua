@@ -164,9 +164,10 @@ end
 -- memory; at most EVICT_BATCH runs looked at, and none after mono() (µs)
 -- reaches budget_end (a budgeted tick's end; else EVICT_SLICE_US from the
 -- first eviction) once one was evicted (an eviction costs 5-12 µs: 1,024 in
--- one tick paused a host for 5-50 ms). Returns the time (ms) the next
--- eviction falls due, or nil; and true when it stopped with more due now
--- (the next round goes on at once).
+-- one tick paused a host for 5-50 ms), or after every 32nd busy run looked
+-- at. Returns the time (ms) the next eviction falls due, or nil; and true
+-- when it evicted and stopped (its slice or EVICT_BATCH spent) with more due
+-- now (the next round goes on at once).
 function M.sweep(budget_end, mono)
   local idle, max = conf.EVICT_IDLE_MS, conf.MAX_PARKED_LIVE
   if not idle or idle < 0 or not head then return nil end
@@ -174,27 +175,36 @@ function M.sweep(budget_end, mono)
   if log.store_error or S.npending > 0 then return nil end -- (a failed commit: the round is retried)
   local budget = conf.EVICT_BATCH
   local r = head
-  local evicted, cut, until_us = 0, false, budget_end
+  local evicted, cut, until_us, busy = 0, false, budget_end, 0
   while r and budget > 0 do
     if S.nruns <= max and act[r] + idle > enow then break end
     budget = budget - 1
     local n = nxt[r]
     local ok, first = evictable(r, now)
+    local over
     if ok then
       until_us = until_us or mono() + conf.EVICT_SLICE_US
       evict(r, first)
       evicted = evicted + 1
-      if mono() >= until_us then
-        cut = n ~= nil and act[n] ~= nil and (S.nruns > max or act[n] + idle <= enow)
-        break
-      end
+      over = mono() >= until_us
     else
       -- Busy, or it will be soon: looked at again once it has been idle as long.
       unlink(r)
       push_tail(r, enow)
+      busy = busy + 1
+      if busy % 32 == 0 then -- (looking is cheap, but not free: the slice bounds it too, read now and then)
+        until_us = until_us or mono() + conf.EVICT_SLICE_US
+        over = mono() >= until_us
+      end
     end
     if n == nil or act[n] == nil then break end
     r = n
+    -- (more due: the next in line is; said only after an eviction, so that runs
+    -- none of which can leave never make rounds follow at once)
+    if over or budget == 0 then
+      cut = evicted > 0 and (S.nruns > max or act[r] + idle <= enow)
+      break
+    end
   end
   if cut then return now, true end
   if not head then return nil end
