@@ -1,23 +1,38 @@
 /* alloc.c: the allocator of the engine's Lua state (moor_open's; a Lua state
  * a host program owns keeps its own). Lua gives the old size with every free
- * and realloc, so a small block needs no header: each size class (16-byte
- * steps up to MOOR_ALLOC_SMALL_MAX) has a free list of blocks cut from slabs
- * of MOOR_ALLOC_SLAB bytes, and a free or a realloc within a class is a few
- * instructions. Larger blocks go to malloc. A step's tables, closures,
- * strings and coroutine frames are nearly all small: glibc's malloc and free
- * were an eighth of a step's instructions.
+ * and realloc, so a small block needs no header: blocks of each size class
+ * (16-byte steps up to MOOR_ALLOC_SMALL_MAX) come from slabs of
+ * MOOR_ALLOC_SLAB bytes, aligned to their size, that serve that class alone;
+ * a block's slab is its address rounded down. An allocation or a free is a
+ * few instructions (glibc's malloc and free were an eighth of a step's).
+ * Larger blocks go to malloc.
  *
- * What a class frees it keeps for its own next blocks; slabs go back only
- * when the state closes (moor__pool_close). Freed blocks are poisoned under
- * AddressSanitizer, so a use after free of a pooled block is still caught
- * until the block is handed out again. $MOOR_LUA_ALLOC=malloc turns the pool
- * off (every block from malloc, as a stock Lua state). */
+ * A slab whose blocks are all free leaves its class: up to
+ * MOOR_ALLOC_KEEP_SLABS of them are kept for any class to take, the rest go
+ * back to malloc, so memory a class no longer uses serves the others (a
+ * burst of small tables, then long strings) or leaves. Each class keeps its
+ * last slab, so one block taken and freed over and over moves no slab.
+ *
+ * Under AddressSanitizer the pool is off unless $MOOR_LUA_ALLOC=pool (its
+ * blocks have no redzones and are reused at once, which would hide
+ * overflows and uses after free from the sanitizer); when on, free blocks
+ * are poisoned. $MOOR_LUA_ALLOC=malloc turns it off anywhere. */
 #include "host.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MOOR__ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(MOOR__ASAN)
+#define MOOR__ASAN 1
+#endif
+#ifdef MOOR__ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
@@ -29,73 +44,132 @@
 #define GRAIN 16 /* every class a multiple of it: Lua's largest alignment (long double) */
 #define CLASSES (MOOR_ALLOC_SMALL_MAX / GRAIN)
 
-struct moor__slab {
-  struct moor__slab *next;
-  size_t size;
-  /* (then the blocks, from the first GRAIN-aligned byte) */
+_Static_assert(MOOR_ALLOC_SMALL_MAX % GRAIN == 0 && MOOR_ALLOC_SMALL_MAX > 0,
+               "MOOR_ALLOC_SMALL_MAX must be a positive multiple of 16");
+_Static_assert((MOOR_ALLOC_SLAB & (MOOR_ALLOC_SLAB - 1)) == 0 && MOOR_ALLOC_SLAB >= 8 * MOOR_ALLOC_SMALL_MAX,
+               "MOOR_ALLOC_SLAB must be a power of two holding at least 8 of the largest blocks");
+
+typedef struct slab slab;
+struct slab {
+  slab *next, *prev; /* in its class's list of slabs with room, or the kept empty ones */
+  slab *anext, *aprev; /* every slab the pool holds (for moor__pool_close) */
+  void *free;        /* its free blocks, linked through their first word */
+  char *cur;         /* the start of its uncut bytes */
+  unsigned live;     /* blocks handed out */
+  unsigned cls;      /* its class (0: kept empty) */
+  int listed;        /* in its class's list (it has room) */
 };
 
 struct moor__pool {
-  void *free[CLASSES + 1];  /* free[c]: the free blocks of c * GRAIN bytes, linked through their first word */
-  char *cur, *end;          /* the uncut rest of the newest slab */
-  struct moor__slab *slabs; /* every slab, newest first */
-  size_t slab_bytes;        /* (for moor__pool_stats) */
+  slab *room[CLASSES + 1]; /* room[c]: slabs of class c with a free or uncut block */
+  slab *empty;             /* slabs kept for any class */
+  slab *all;
+  unsigned nempty;
+  size_t slab_bytes;       /* held from malloc (moor__pool_bytes) */
 };
 
-#define SLAB_HEAD ((sizeof(struct moor__slab) + GRAIN - 1) / GRAIN * GRAIN)
+#define HEAD ((sizeof(slab) + GRAIN - 1) / GRAIN * GRAIN)
+#define SLAB_OF(b) ((slab *)((uintptr_t)(b) & ~(uintptr_t)(MOOR_ALLOC_SLAB - 1)))
+#define END(s) ((char *)(s) + MOOR_ALLOC_SLAB)
 
-static void give(moor__pool *p, void *b, size_t c) {
-  *(void **)b = p->free[c];
-  p->free[c] = b;
-  POISON(b, c * GRAIN);
+static void list_push(slab **head, slab *s) {
+  s->prev = NULL;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
 }
 
-static void *cut(moor__pool *p, size_t bytes) {
-  if ((size_t)(p->end - p->cur) < bytes) {
-    /* What is left of this slab goes to the free lists, largest class first. */
-    while (p->end - p->cur >= GRAIN) {
-      size_t rest = (size_t)(p->end - p->cur), c = rest / GRAIN > CLASSES ? CLASSES : rest / GRAIN;
-      void *b = p->cur;
-      p->cur += c * GRAIN;
-      UNPOISON(b, c * GRAIN);
-      give(p, b, c);
-    }
-    struct moor__slab *s = malloc(MOOR_ALLOC_SLAB);
-    if (!s) return NULL;
-    s->next = p->slabs;
-    s->size = MOOR_ALLOC_SLAB;
-    p->slabs = s;
+static void list_remove(slab **head, slab *s) {
+  if (s->prev) s->prev->next = s->next;
+  else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+/* A slab for class c: a kept empty one, else a new one. */
+static slab *new_slab(moor__pool *p, unsigned c) {
+  slab *s = p->empty;
+  if (s) {
+    list_remove(&p->empty, s);
+    p->nempty--;
+  } else {
+    void *mem = NULL;
+    if (posix_memalign(&mem, MOOR_ALLOC_SLAB, MOOR_ALLOC_SLAB) != 0) return NULL;
+    s = mem;
+    s->aprev = NULL;
+    s->anext = p->all;
+    if (p->all) p->all->aprev = s;
+    p->all = s;
     p->slab_bytes += MOOR_ALLOC_SLAB;
-    p->cur = (char *)s + SLAB_HEAD;
-    p->end = (char *)s + MOOR_ALLOC_SLAB;
-    POISON(p->cur, (size_t)(p->end - p->cur));
+    POISON((char *)s + HEAD, MOOR_ALLOC_SLAB - HEAD);
   }
-  void *b = p->cur;
-  p->cur += bytes;
-  UNPOISON(b, bytes);
+  s->free = NULL;
+  s->cur = (char *)s + HEAD;
+  s->live = 0;
+  s->cls = c;
+  s->listed = 1;
+  list_push(&p->room[c], s);
+  return s;
+}
+
+static void *take(moor__pool *p, unsigned c) {
+  slab *s = p->room[c];
+  if (!s && !(s = new_slab(p, c))) return NULL;
+  size_t bytes = (size_t)c * GRAIN;
+  void *b = s->free;
+  if (b) {
+    UNPOISON(b, bytes);
+    s->free = *(void **)b;
+  } else {
+    b = s->cur;
+    s->cur += bytes;
+    UNPOISON(b, bytes);
+  }
+  s->live++;
+  if (!s->free && (size_t)(END(s) - s->cur) < bytes) { /* full: out of the list until a block comes back */
+    list_remove(&p->room[c], s);
+    s->listed = 0;
+  }
   return b;
 }
 
-static void *take(moor__pool *p, size_t c) {
-  void *b = p->free[c];
-  if (b) {
-    UNPOISON(b, c * GRAIN);
-    p->free[c] = *(void **)b;
-    return b;
+static void give(moor__pool *p, void *b, unsigned c) {
+  slab *s = SLAB_OF(b);
+  *(void **)b = s->free;
+  s->free = b;
+  POISON(b, (size_t)c * GRAIN);
+  if (!s->listed) {
+    list_push(&p->room[c], s);
+    s->listed = 1;
   }
-  return cut(p, c * GRAIN);
+  if (--s->live == 0 && (s->next || s->prev)) { /* empty, and not its class's only slab */
+    list_remove(&p->room[c], s);
+    s->listed = 0;
+    if (p->nempty < MOOR_ALLOC_KEEP_SLABS) {
+      s->cls = 0;
+      list_push(&p->empty, s);
+      p->nempty++;
+    } else {
+      if (s->aprev) s->aprev->anext = s->anext;
+      else p->all = s->anext;
+      if (s->anext) s->anext->aprev = s->aprev;
+      p->slab_bytes -= MOOR_ALLOC_SLAB;
+      UNPOISON(s, MOOR_ALLOC_SLAB);
+      free(s);
+    }
+  }
 }
 
 /* lua_Alloc. ptr NULL: osize is the kind of object, not a size. */
 void *moor__pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   moor__pool *p = ud;
-  size_t oc = ptr && osize <= MOOR_ALLOC_SMALL_MAX ? (osize + GRAIN - 1) / GRAIN : 0;
+  unsigned oc = ptr && osize <= MOOR_ALLOC_SMALL_MAX ? (unsigned)((osize + GRAIN - 1) / GRAIN) : 0;
   if (nsize == 0) {
     if (oc) give(p, ptr, oc);
     else free(ptr);
     return NULL;
   }
-  size_t nc = nsize <= MOOR_ALLOC_SMALL_MAX ? (nsize + GRAIN - 1) / GRAIN : 0;
+  unsigned nc = nsize <= MOOR_ALLOC_SMALL_MAX ? (unsigned)((nsize + GRAIN - 1) / GRAIN) : 0;
   if (!ptr) return nc ? take(p, nc) : malloc(nsize);
   if (oc == nc) return oc ? ptr : realloc(ptr, nsize); /* (same class: the block already fits) */
   void *b = nc ? take(p, nc) : malloc(nsize);
@@ -108,18 +182,69 @@ void *moor__pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 moor__pool *moor__pool_open(void) {
   const char *e = getenv("MOOR_LUA_ALLOC");
+#ifdef MOOR__ASAN
+  if (!e || strcmp(e, "pool") != 0) return NULL;
+#else
   if (e && strcmp(e, "malloc") == 0) return NULL;
+#endif
   return calloc(1, sizeof(moor__pool));
 }
 
+/* (after lua_close: blocks still handed out go with their slabs) */
 void moor__pool_close(moor__pool *p) {
   if (!p) return;
-  for (struct moor__slab *s = p->slabs, *next; s; s = next) {
-    next = s->next;
-    UNPOISON(s, s->size);
+  for (slab *s = p->all, *next; s; s = next) {
+    next = s->anext;
+    UNPOISON(s, MOOR_ALLOC_SLAB);
     free(s);
   }
   free(p);
 }
 
 size_t moor__pool_bytes(const moor__pool *p) { return p ? p->slab_bytes : 0; }
+
+/* --- a state on the pool, as luaL_newstate makes one ---------------------- */
+
+/* An error outside any protected call ends the process. */
+static int panic(lua_State *L) {
+  const char *msg = lua_tostring(L, -1);
+  fprintf(stderr, "PANIC: unprotected error in call to Lua API (%s)\n", msg ? msg : "error object is not a string");
+  return 0;
+}
+
+/* warn(): off until "@on", as lauxlib's ("@on" and "@off" switch it). */
+static void warn_on(void *ud, const char *msg, int tocont);
+
+static int warn_control(lua_State *L, const char *msg, int tocont, lua_WarnFunction on, lua_WarnFunction off) {
+  if (tocont || msg[0] != '@') return 0;
+  if (strcmp(msg + 1, "off") == 0) lua_setwarnf(L, off, L);
+  else if (strcmp(msg + 1, "on") == 0) lua_setwarnf(L, on, L);
+  return 1;
+}
+
+static void warn_off(void *ud, const char *msg, int tocont) { warn_control(ud, msg, tocont, warn_on, warn_off); }
+
+static void warn_cont(void *ud, const char *msg, int tocont) {
+  fputs(msg, stderr);
+  if (tocont) {
+    lua_setwarnf(ud, warn_cont, ud);
+  } else {
+    fputs("\n", stderr);
+    lua_setwarnf(ud, warn_on, ud);
+  }
+}
+
+static void warn_on(void *ud, const char *msg, int tocont) {
+  if (warn_control(ud, msg, tocont, warn_on, warn_off)) return;
+  fputs("Lua warning: ", stderr);
+  warn_cont(ud, msg, tocont);
+}
+
+lua_State *moor__pool_newstate(moor__pool *p) {
+  lua_State *L = lua_newstate(moor__pool_alloc, p);
+  if (L) {
+    lua_atpanic(L, panic);
+    lua_setwarnf(L, warn_off, L);
+  }
+  return L;
+}

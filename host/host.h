@@ -63,13 +63,15 @@ struct moor {
 
 /* --- alloc.c: the engine's Lua allocator ---------------------------------- */
 
-/* Size-class free lists for a Lua state's small blocks (see alloc.c). open
- * returns NULL when $MOOR_LUA_ALLOC=malloc (or memory is short): use
- * luaL_newstate. close frees every slab, after lua_close. */
+/* Size classes for a Lua state's small blocks (see alloc.c). open returns
+ * NULL when $MOOR_LUA_ALLOC=malloc, under ASan unless it is "pool", or when
+ * memory is short: use luaL_newstate. close frees every slab, after lua_close. */
 moor__pool *moor__pool_open(void);
 void *moor__pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 void moor__pool_close(moor__pool *p);
 size_t moor__pool_bytes(const moor__pool *p); /* slab bytes held */
+/* A Lua state on pool p, as luaL_newstate's (its panic; warn() off until "@on"). */
+lua_State *moor__pool_newstate(moor__pool *p);
 
 /* --- moor.c: the engine's life and calls into the Lua engine --------------- */
 

@@ -103,19 +103,11 @@ int moor__call_engine(moor *m, const char *fn, int nargs, int nres) {
   return 0;
 }
 
-/* As lauxlib's: an error outside any protected call ends the process. */
-static int panic(lua_State *L) {
-  const char *msg = lua_tostring(L, -1);
-  fprintf(stderr, "PANIC: unprotected error in call to Lua API (%s)\n", msg ? msg : "error object is not a string");
-  return 0;
-}
-
 static int open_lua(moor *m, const char *lua_dir) {
   /* (the engine's state allocates from its own pool: alloc.c) */
   m->pool = moor__pool_open();
-  lua_State *L = m->pool ? lua_newstate(moor__pool_alloc, m->pool) : luaL_newstate();
+  lua_State *L = m->pool ? moor__pool_newstate(m->pool) : luaL_newstate();
   if (!L) return MOOR_ENOMEM;
-  if (m->pool) lua_atpanic(L, panic);
   m->L = L;
   trace("lua.new");
   luaL_openlibs(L);

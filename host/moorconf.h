@@ -130,13 +130,19 @@
                                                         stops glibc adjusting this one itself) */
 #endif
 /* The engine's Lua state takes blocks up to this size from size classes of
- * its own (host/alloc.c), cut from slabs of MOOR_ALLOC_SLAB bytes; larger
- * ones from malloc. $MOOR_LUA_ALLOC=malloc: every block from malloc. */
+ * its own (host/alloc.c), each class from slabs of MOOR_ALLOC_SLAB bytes of
+ * its own; larger ones from malloc. Slabs left with no block in use: up to
+ * MOOR_ALLOC_KEEP_SLABS kept for any class, the rest back to malloc.
+ * $MOOR_LUA_ALLOC=malloc: every block from malloc (the default under
+ * AddressSanitizer; =pool turns the pool on there). */
 #ifndef MOOR_ALLOC_SMALL_MAX
 #define MOOR_ALLOC_SMALL_MAX 512        /* bytes, a multiple of 16 */
 #endif
 #ifndef MOOR_ALLOC_SLAB
-#define MOOR_ALLOC_SLAB (64 * 1024)     /* bytes */
+#define MOOR_ALLOC_SLAB (64 * 1024)     /* bytes, a power of two */
+#endif
+#ifndef MOOR_ALLOC_KEEP_SLABS
+#define MOOR_ALLOC_KEEP_SLABS 16        /* empty slabs kept (1 MiB) */
 #endif
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */

@@ -123,7 +123,7 @@ static const char *const migrations[] = {
    * starting one writes a page less (a 1-step run: 365 k -> 352 k
    * instructions, the WAL checksum mostly); parent_id = ? implies NOT NULL,
    * so every query by parent still searches it. */
-  "DROP INDEX runs_parent;"
+  "DROP INDEX IF EXISTS runs_parent;"
   "CREATE INDEX runs_parent ON runs(parent_id) WHERE parent_id IS NOT NULL;",
 };
 

@@ -1,16 +1,20 @@
 /* host/alloc.c, the engine's Lua allocator: blocks keep their bytes across
  * every move between classes and to and from malloc; a freed block is the
- * next of its class (and poisoned under AddressSanitizer); a Lua state on
- * the pool runs, collects and reuses what it freed, so a second round of
- * the same garbage takes no new slab; $MOOR_LUA_ALLOC=malloc turns it off. */
+ * next of its class (and poisoned under AddressSanitizer); slabs a class
+ * emptied serve another class or go back to malloc; a Lua state on the pool
+ * runs, collects and reuses what it freed, so a second round of the same
+ * garbage takes no new slab; $MOOR_LUA_ALLOC=malloc turns it off (and it is
+ * off under AddressSanitizer unless =pool, which this test sets). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -18,9 +22,23 @@
 
 #include "host.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(ASAN)
+#define ASAN 1
+#endif
+#ifdef ASAN
 #include <sanitizer/asan_interface.h>
 #endif
+
+static void check_fill(const void *p, size_t n, unsigned char c) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != c) fail_msg("byte %zu of %zu changed", i, n);
+}
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(seed + i * 7);
@@ -62,7 +80,7 @@ static void test_free_block_is_reused(void **state) {
   void *b = moor__pool_alloc(p, NULL, 0, 48);
   assert_ptr_not_equal(a, b);
   moor__pool_alloc(p, a, 48, 0);
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef ASAN
   assert_true(__asan_address_is_poisoned(a));
   assert_false(__asan_address_is_poisoned(b));
 #endif
@@ -104,6 +122,42 @@ static void test_many_blocks(void **state) {
   moor__pool_close(p);
 }
 
+/* Many slabs of one class, all freed: what is beyond the kept slabs goes
+ * back to malloc, and another class takes the kept ones before any new. */
+static void test_slabs_move_between_classes(void **state) {
+  (void)state;
+  moor__pool *p = moor__pool_open();
+  enum { N = 40000 }; /* 48-byte blocks: about 30 slabs */
+  void **v = calloc(N, sizeof *v);
+  assert_non_null(v);
+  for (unsigned i = 0; i < N; i++) assert_non_null(v[i] = moor__pool_alloc(p, NULL, 0, 48));
+  size_t peak = moor__pool_bytes(p);
+  assert_true(peak >= (size_t)(MOOR_ALLOC_KEEP_SLABS + 8) * MOOR_ALLOC_SLAB);
+  for (unsigned i = 0; i < N; i++) moor__pool_alloc(p, v[i], 48, 0);
+  size_t after = moor__pool_bytes(p);
+  assert_true(after <= (size_t)(MOOR_ALLOC_KEEP_SLABS + 1) * MOOR_ALLOC_SLAB);
+  /* 300-byte blocks filling the kept slabs take no new one */
+  unsigned per = (MOOR_ALLOC_SLAB - 128) / 304, n = per * MOOR_ALLOC_KEEP_SLABS;
+  for (unsigned i = 0; i < n; i++) {
+    assert_non_null(v[i] = moor__pool_alloc(p, NULL, 0, 300));
+    memset(v[i], (int)i, 300);
+  }
+  assert_int_equal(moor__pool_bytes(p), after);
+  for (unsigned i = 0; i < n; i++) check_fill(v[i], 300, (unsigned char)i);
+  for (unsigned i = 0; i < n; i++) moor__pool_alloc(p, v[i], 300, 0);
+  free(v);
+  moor__pool_close(p);
+}
+
+/* Blocks still handed out when the pool closes go with their slabs (ASan's
+ * leak check would report a slab left behind). */
+static void test_close_with_blocks_out(void **state) {
+  (void)state;
+  moor__pool *p = moor__pool_open();
+  for (int i = 0; i < 5000; i++) assert_non_null(moor__pool_alloc(p, NULL, 0, 16 + (size_t)(i % 30) * 16));
+  moor__pool_close(p);
+}
+
 static const char garbage[] =
     "local t = {}\n"
     "for i = 1, 20000 do\n"
@@ -127,12 +181,46 @@ static void test_lua_state_on_the_pool(void **state) {
   assert_non_null(L);
   luaL_openlibs(L);
   round_of_garbage(L);
-  size_t held = moor__pool_bytes(p);
+  size_t held = moor__pool_bytes(p), most = 0;
   assert_true(held > 0);
-  for (int i = 0; i < 3; i++) round_of_garbage(L);
-  assert_int_equal(moor__pool_bytes(p), held); /* what was freed is taken again */
+  for (int i = 0; i < 10; i++) { /* what was freed is taken again: ten more rounds grow nothing */
+    round_of_garbage(L);
+    if (moor__pool_bytes(p) > most) most = moor__pool_bytes(p);
+  }
+  assert_true(most <= held + 4 * MOOR_ALLOC_SLAB);
   lua_close(L);
   moor__pool_close(p);
+}
+
+/* moor__pool_newstate's state warns as luaL_newstate's: nothing until "@on". */
+static void test_newstate_warns_as_lauxlib(void **state) {
+  (void)state;
+  char path[] = "/tmp/moor-test-alloc-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  moor__pool *p = moor__pool_open();
+  lua_State *L = moor__pool_newstate(p);
+  assert_non_null(L);
+  luaL_openlibs(L);
+  int rc = luaL_dostring(L, "warn('hidden'); warn('@on'); warn('shown ', 'in parts'); warn('@off'); warn('gone')");
+  lua_close(L);
+  moor__pool_close(p);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  assert_int_equal(rc, LUA_OK);
+  char out[256] = {0};
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  fclose(f);
+  close(fd);
+  unlink(path);
+  out[n] = 0;
+  assert_string_equal(out, "Lua warning: shown in parts\n");
 }
 
 static void test_off_by_environment(void **state) {
@@ -141,14 +229,16 @@ static void test_off_by_environment(void **state) {
   assert_null(moor__pool_open());
   moor__pool_close(NULL);
   assert_int_equal(moor__pool_bytes(NULL), 0);
-  unsetenv("MOOR_LUA_ALLOC");
+  setenv("MOOR_LUA_ALLOC", "pool", 1);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_moves_keep_bytes),     cmocka_unit_test(test_free_block_is_reused),
       cmocka_unit_test(test_many_blocks),          cmocka_unit_test(test_lua_state_on_the_pool),
-      cmocka_unit_test(test_off_by_environment),
+      cmocka_unit_test(test_slabs_move_between_classes), cmocka_unit_test(test_close_with_blocks_out),
+      cmocka_unit_test(test_newstate_warns_as_lauxlib), cmocka_unit_test(test_off_by_environment),
   };
+  setenv("MOOR_LUA_ALLOC", "pool", 1); /* (the pool is off under ASan unless asked for) */
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

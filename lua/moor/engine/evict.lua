@@ -29,7 +29,7 @@ local S = require "moor.engine.state"
 local M = {}
 
 local now_ms = clock.now
-local mono = core.mono
+local mono_us = core.mono
 
 -- Runs in memory, least recently active first: a list linked through side
 -- tables (a run's own table keeps its size), touched at every resume.
@@ -42,7 +42,7 @@ local nxt, prv, act = {}, {}, {}
 local virtual_last = nil
 local function eclock()
   local v = clock.is_virtual()
-  local t = v and now_ms() or mono() // 1000
+  local t = v and now_ms() or mono_us() // 1000
   if v ~= virtual_last then
     if virtual_last ~= nil then -- (the clock changed kind: every run counts as active now)
       for r in pairs(act) do act[r] = t end
