@@ -58,7 +58,7 @@ function M.hold(budget_us)
   held = true
   local kib = gc("count")
   if ended or not base then base, ended = kib, false end
-  if open or kib * 100 >= base * conf.GC_PAUSE then return budget_us * conf.GC_SHARE // 1 end
+  if open or kib * 100 >= base * conf.GC_PAUSE then return math.floor(budget_us * conf.GC_SHARE) end
   return 0
 end
 
@@ -79,14 +79,14 @@ function M.release(deadline, mono)
   if not held then return end
   held = false
   local kib = gc("count")
-  gc("incremental", 0, 0, conf.GC_STEPSIZE)
   if kib * 100 >= base * conf.GC_LIMIT then
     stats.forced = stats.forced + 1
-    for _ = 1, 1e7 do if slice() then break end end -- (a cycle ends in far fewer)
+    for _ = 1, 1e7 do if slice() then break end end -- (in the automatic collector's steps; far fewer)
   elseif open or kib * 100 >= base * conf.GC_PAUSE then
+    gc("incremental", 0, 0, conf.GC_STEPSIZE)
     while mono() < deadline and not slice() do end
+    gc("incremental", 0, 0, conf.GC_STEPSIZE_AUTO)
   end
-  gc("incremental", 0, 0, conf.GC_STEPSIZE_AUTO)
   gc("restart") -- (which leaves it in debt: it would take a step at the next allocation)
   if open then  -- mid-cycle: its next step after one step's worth of allocation, as Lua paces it
     gc("step", -(1 << math.max(conf.GC_STEPSIZE_AUTO - 10, 0)))
