@@ -57,6 +57,7 @@ function M.hold(budget_us)
   gc("stop")
   held = true
   local kib = gc("count")
+  if not base then open = true end -- (the first: a cycle of the slices' own gives the heap's size)
   if ended or not base then base, ended = kib, false end
   if open or kib * 100 >= base * conf.GC_PAUSE then return math.floor(budget_us * conf.GC_SHARE) end
   return 0
