@@ -16,8 +16,8 @@
 -- the last one (Lua's own pause); past conf.GC_LIMIT percent (budgets always
 -- spent, a program allocating between ticks) the round finishes the cycle
 -- whatever its budget, so memory stays bounded. A slice is indivisible when
--- it meets the atomic phase (it goes over every live coroutine: some 0.3 µs
--- a run kept in memory; conf.MAX_PARKED_LIVE bounds them) or one large table.
+-- it meets the atomic phase (it goes over every live coroutine: 0.3-0.6 µs a
+-- run kept in memory; conf.MAX_PARKED_LIVE bounds them) or one large table.
 -- An unbudgeted round, and a program that stopped the collector itself or
 -- runs the generational one, leave it alone.
 local conf = require "moor.conf"
