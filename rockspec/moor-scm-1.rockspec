@@ -67,6 +67,7 @@ build = {
     ["moor.engine.auth"] = "lua/moor/engine/auth.lua",
     ["moor.engine.replay"] = "lua/moor/engine/replay.lua",
     ["moor.engine.ops"] = "lua/moor/engine/ops.lua",
+    ["moor.engine.gc"] = "lua/moor/engine/gc.lua",
     ["moor.engine.loop"] = "lua/moor/engine/loop.lua",
     ["moor.engine.evict"] = "lua/moor/engine/evict.lua",
     ["moor.engine.inspect"] = "lua/moor/engine/inspect.lua",

@@ -60,6 +60,13 @@ M.MAX_PARKED_LIVE = env_int("MOOR_MAX_PARKED_LIVE", 10000) -- runs in memory bey
 M.EVICT_BATCH = 1024                  -- runs a scheduler round looks at for eviction, at most
 M.EVICT_SLICE_US = env_int("MOOR_EVICT_SLICE_US", 20) -- µs an unbudgeted round may spend evicting (one at least)
 M.evict_rounds = false                -- tick's due includes the next eviction (moor dev sets it: it serves)
+-- The collector under a budgeted tick (lua/moor/engine/gc.lua): held during the round, it works at the
+-- round's end in slices; percentages are of the heap after the last cycle, as Lua's own pause.
+M.GC_PAUSE = 200                      -- % of the heap after the last cycle at which the next is due
+M.GC_LIMIT = 400                      -- % past which a round finishes the cycle whatever its budget
+M.GC_SHARE = 0.25                     -- part of a round's budget kept for the collector while a cycle is due
+M.GC_STEPSIZE = 5                     -- log2 bytes of work a slice does (some 5-30 us)
+M.GC_STEPSIZE_AUTO = 13               -- log2 bytes of the automatic collector's steps (Lua 5.4's own)
 -- open SSE streams per run (429 beyond): a client cannot pin the host with streams
 M.MAX_STREAMS_PER_RUN = math.tointeger(tonumber(os.getenv("MOOR_MAX_STREAMS_PER_RUN") or "")) or 0
 if M.MAX_STREAMS_PER_RUN <= 0 then M.MAX_STREAMS_PER_RUN = 32 end -- 0 or a non-positive value: the default

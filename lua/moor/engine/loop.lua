@@ -6,7 +6,9 @@
 -- its budget is spent, checked after each thread it resumes and each timer
 -- it fires, and leaves the rest as it was (the ready queue, results
 -- committed but not handed over yet) for the next round to go on with, in
--- the same order an unbudgeted round would have taken.
+-- the same order an unbudgeted round would have taken. Meanwhile the
+-- automatic collector is held; it works at the round's end, in slices, with
+-- what is left of the budget (moor.engine.gc).
 local core = require "moor.core"
 local clock = require "moor.clock"
 local conf = require "moor.conf"
@@ -15,6 +17,7 @@ local log = require "moor.engine.log"
 local timers = require "moor.engine.timers"
 local replay = require "moor.engine.replay"
 local evict = require "moor.engine.evict"
+local gc = require "moor.engine.gc"
 local ops = require "moor.engine.ops"
 local sched = require "moor.engine.sched"
 local S = require "moor.engine.state"
@@ -136,6 +139,8 @@ end
 -- at most), with 0 as the due time when work was left.
 function M.tick(budget_us)
   deadline = budget_us and budget_us > 0 and mono() + budget_us or false
+  local gc_end = deadline -- (the collector, held meanwhile, gets the budget's end: moor.engine.gc)
+  if deadline then deadline = deadline - gc.hold(budget_us) else gc.hold() end
   local reloads = log.take_reloads()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
@@ -167,6 +172,7 @@ function M.tick(budget_us)
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
   local evict_due, evict_left = evict.sweep(budget_end, mono) -- (runs parked too long leave memory)
+  if gc_end then gc.release(gc_end, mono) end
   local due = timers.next_due()
   if #S.later > 0 or left or evict_left then due = now_ms() end -- a paused thread, work left: the next tick goes on
   if evict.pending() then due = now_ms() end -- (runs reached during the round: loaded at the next)
