@@ -144,6 +144,9 @@
 #ifndef MOOR_STORE_WAL_WRITE
 #define MOOR_STORE_WAL_WRITE (64 * 1024) /* ... and written at most this many at once (the unix VFS's limit is 128 KiB) */
 #endif
+#ifndef MOOR_STORE_WAL_READ_AHEAD
+#define MOOR_STORE_WAL_READ_AHEAD (256 * 1024) /* the WAL read this many bytes at once while an open recovers it (0: a read a frame) */
+#endif
 #ifndef MOOR_STORE_CHECKPOINT_FRAMES
 #define MOOR_STORE_CHECKPOINT_FRAMES 1000 /* (SQLite's default) */
 #endif

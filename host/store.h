@@ -87,5 +87,8 @@ const char *moor__store_vfs(void);
 /* Since the process started: WAL writes SQLite asked the store's VFS for, and
  * the writes it made of them (core.store_stats: wal_appends, wal_writes). */
 void moor__store_vfs_counts(long long *appends, long long *writes);
+/* Reads of WAL files that went to the files, since the process started (a
+ * recovery's frames are read ahead: tests/c/test_store.c). */
+long long moor__store_vfs_wal_reads(void);
 
 #endif
