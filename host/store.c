@@ -310,6 +310,12 @@ static void tune_malloc(void) {
  * would: the next transaction starts the WAL over. With pauses (a host
  * waiting on the network, between frames of a game) the thread catches up
  * in one and the WAL starts over after about MOOR_STORE_CHECKPOINT_FRAMES.
+ * (MOOR_STORE_CHECKPOINT_FINISH_FRAMES, off by default, starts it over near
+ * that under commits with no pause too, at the cost of a small checkpoint on
+ * the engine's thread: see on_wal_commit.) A kill -9 leaves every frame since
+ * the WAL last started over for the next open to recover; that open runs no
+ * automatic checkpoint of them (moor_store_open): the thread copies them
+ * after the first commit.
  *
  * The second connection is this process's: moor's single-host lock (lock.c,
  * a file of its own) is unaffected, SQLite shares its POSIX locks between
@@ -394,7 +400,7 @@ static void ckpt_main(void *arg) {
  * the WAL holds MOOR_STORE_CHECKPOINT_FRAMES frames or more it is started
  * over as soon as it can be, so that whatever a kill -9 leaves for
  * the next open to recover (it reads and checksums every frame since the
- * WAL last started over: about 4 us a frame here) stays about that long:
+ * WAL last started over: 1.5-2 us a frame here) stays about that long:
  * while the thread is idle and more than MOOR_STORE_CHECKPOINT_FINISH_FRAMES
  * frames are left that it has not copied, it is woken for another pass (each
  * copies what commits wrote during the one before: fewer each time); once at
