@@ -222,8 +222,10 @@ static void set_bool(lua_State *L, const char *name, int v) {
  * and the checkpointer's (store.h's moor_store_stats): checkpointer (true
  * when checkpoints run on their own thread), checkpoints and
  * checkpoints_busy (run by it), checkpointing (it runs one, is woken to, or
- * will once the engine idles), checkpoints_inline (run by commits),
- * wal_frames (in the WAL after the last commit), checkpoint_frames and
+ * will once the engine idles), checkpoints_inline (run by commits at the
+ * hard bound), checkpoints_finish (by commits finishing what the thread
+ * left), wal_frames (in the WAL after the last commit), wal_restarts (commits
+ * that wrote the WAL from its start since open), checkpoint_frames and
  * checkpoint_max_frames (MOOR_STORE_CHECKPOINT_*) (checkpoint_spec.lua). */
 static int l_store_stats(lua_State *L) {
   moor *m = moor__self(L);
@@ -231,7 +233,7 @@ static int l_store_stats(lua_State *L) {
   for (size_t i = 0; i < sizeof m->store.stmts / sizeof m->store.stmts[0]; i++) kept += m->store.stmts[i].st != NULL;
   moor_store_ckpt_stats st;
   moor_store_stats(&m->store, &st);
-  lua_createtable(L, 0, 12);
+  lua_createtable(L, 0, 14);
   set_int(L, "prepared", m->store.prepared);
   set_int(L, "kept", kept);
   set_bool(L, "checkpointer", st.checkpointer);
@@ -240,6 +242,8 @@ static int l_store_stats(lua_State *L) {
   set_bool(L, "checkpointing", st.checkpointing);
   set_int(L, "checkpoints_inline", st.checkpoints_inline);
   set_int(L, "wal_frames", st.wal_frames);
+  set_int(L, "wal_restarts", st.wal_restarts);
+  set_int(L, "checkpoints_finish", st.checkpoints_finish);
   set_int(L, "checkpoint_frames", MOOR_STORE_CHECKPOINT_FRAMES);
   set_int(L, "checkpoint_max_frames", MOOR_STORE_CHECKPOINT_MAX_FRAMES);
   long long appends, writes;

@@ -6,6 +6,9 @@
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
 #include "store.h"
+#ifndef SQLITE_DEFAULT_WAL_AUTOCHECKPOINT
+#define SQLITE_DEFAULT_WAL_AUTOCHECKPOINT 1000 /* (sqlite3.c's own default) */
+#endif
 #include "moor.h"
 
 #if defined(__GLIBC__) || defined(__linux__)
@@ -314,6 +317,12 @@ static void tune_malloc(void) {
  * would: the next transaction starts the WAL over. With pauses (a host
  * waiting on the network, between frames of a game) the thread catches up
  * in one and the WAL starts over after about MOOR_STORE_CHECKPOINT_FRAMES.
+ * (MOOR_STORE_CHECKPOINT_FINISH_FRAMES, off by default, starts it over near
+ * that under commits with no pause too, at the cost of a small checkpoint on
+ * the engine's thread: see on_wal_commit.) A kill -9 leaves every frame since
+ * the WAL last started over for the next open to recover; that open runs no
+ * automatic checkpoint of them (moor_store_open): the thread copies them
+ * after the first commit.
  *
  * The second connection is this process's: moor's single-host lock (lock.c,
  * a file of its own) is unaffected, SQLite shares its POSIX locks between
@@ -392,12 +401,25 @@ static void ckpt_main(void *arg) {
 }
 
 /* The engine connection's WAL hook: after each commit, on the engine's
- * thread. Waking the thread never waits on it. */
+ * thread. Waking the thread never waits on it.
+ *
+ * With MOOR_STORE_CHECKPOINT_FINISH_FRAMES set (0, the default: off), once
+ * the WAL holds MOOR_STORE_CHECKPOINT_FRAMES frames or more it is started
+ * over as soon as it can be, so that whatever a kill -9 leaves for
+ * the next open to recover (it reads and checksums every frame since the
+ * WAL last started over: 1.5-2 us a frame here) stays about that long:
+ * while the thread is idle and more than MOOR_STORE_CHECKPOINT_FINISH_FRAMES
+ * frames are left that it has not copied, it is woken for another pass (each
+ * copies what commits wrote during the one before: fewer each time); once at
+ * most that many are left, this commit copies them itself (a PASSIVE
+ * checkpoint of a few pages and its two syncs, once a WAL generation), and
+ * the next transaction starts the WAL over. */
 static int on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames) {
   moor_store *s = ud;
   struct moor_store_ckpt *c = s->ckpt;
   int restarted = frames < s->wal_frames; /* (the transaction wrote from the WAL's start) */
   s->wal_frames = frames;
+  if (restarted) s->wal_restarts++;
   if (frames < MOOR_STORE_CHECKPOINT_FRAMES && !restarted) return SQLITE_OK;
   uv_mutex_lock(&c->mu);
   if (restarted) {
@@ -417,7 +439,31 @@ static int on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames) {
   int copied = c->done_gen == c->gen ? c->copied : 0;
   /* (A checkpoint woken and not yet done copies at least what it was woken for.) */
   if ((c->wanted || c->running) && c->woken_at > copied) copied = c->woken_at;
-  if (frames - copied >= MOOR_STORE_CHECKPOINT_FRAMES) {
+  int idle = !c->wanted && !c->running, long_wal = frames >= MOOR_STORE_CHECKPOINT_FRAMES;
+  /* (Once a generation: a reader of another process holding an old snapshot
+   * can keep the next transaction from starting the WAL over.) */
+  int finish = MOOR_STORE_CHECKPOINT_FINISH_FRAMES > 0 && long_wal && idle;
+  if (finish && c->done_gen == c->gen && frames - copied <= MOOR_STORE_CHECKPOINT_FINISH_FRAMES &&
+      !(s->finish_gen == c->gen && frames < s->finish_at + MOOR_STORE_CHECKPOINT_FRAMES)) {
+    c->behind = 0; /* (the thread's catch-up would only find the checkpoint lock taken) */
+    unsigned gen = c->gen;
+    uv_mutex_unlock(&c->mu);
+    s->finish_gen = gen;
+    s->finish_at = frames;
+    int log = 0, done = 0;
+    if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK) {
+      s->ckpt_finish++;
+      uv_mutex_lock(&c->mu);
+      if (gen == c->gen && done > c->copied) {
+        c->done_gen = gen;
+        c->copied = done;
+      }
+      uv_mutex_unlock(&c->mu);
+    }
+    return SQLITE_OK;
+  }
+  if (frames - copied >= MOOR_STORE_CHECKPOINT_FRAMES ||
+      (finish && frames - copied > MOOR_STORE_CHECKPOINT_FINISH_FRAMES)) {
     if (!c->wanted) {
       c->wanted = 1;
       c->woken_at = frames;
@@ -483,6 +529,7 @@ static void ckpt_start(moor_store *s, const char *sync) {
     ckpt_free(c);
     return;
   }
+  c->done_gen = (unsigned)-1; /* (no checkpoint yet: none in the WAL's first generation) */
   s->ckpt = c;
   sqlite3_wal_hook(s->db, on_wal_commit, s);
 }
@@ -504,6 +551,8 @@ void moor_store_stats(moor_store *s, moor_store_ckpt_stats *out) {
   memset(out, 0, sizeof *out);
   out->wal_frames = s->wal_frames;
   out->checkpoints_inline = s->ckpt_inline;
+  out->checkpoints_finish = s->ckpt_finish;
+  out->wal_restarts = s->wal_restarts;
   struct moor_store_ckpt *c = s->ckpt;
   if (!c) return;
   out->checkpointer = 1;
@@ -537,6 +586,12 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
     return rc;
   }
   sqlite3_busy_timeout(s->db, MOOR_STORE_BUSY_MS);
+  /* No automatic checkpoint while opening: after a kill -9 the WAL can hold
+   * thousands of frames, and the test write below (or a migration) would
+   * copy them all into the file and sync it here, on the engine's thread
+   * (2-4 ms after 1,000 steps); the checkpointer takes them over at the
+   * first commit. (Restored when it does not start.) */
+  if (!read_only && MOOR_STORE_CHECKPOINT_FRAMES > 0) sqlite3_wal_autocheckpoint(s->db, 0);
   if (read_only) {
     int version = read_version(s);
     int target = (int)(sizeof migrations / sizeof migrations[0]);
@@ -586,6 +641,7 @@ int moor_store_open(moor_store *s, const char *path, int durability, int read_on
                     "SELECT seq,op,kind,name,payload,time FROM events WHERE run_id=? ORDER BY seq")))
     return rc;
   if (!read_only) ckpt_start(s, sync);
+  if (!read_only && !s->ckpt) sqlite3_wal_autocheckpoint(s->db, SQLITE_DEFAULT_WAL_AUTOCHECKPOINT);
   return 0;
 }
 

@@ -36,6 +36,10 @@ typedef struct moor_store {
   struct moor_store_ckpt *ckpt;
   int wal_frames;        /* frames in the WAL after the last commit */
   long ckpt_inline;      /* checkpoints a commit ran itself (MOOR_STORE_CHECKPOINT_MAX_FRAMES) */
+  long ckpt_finish;      /* ... to copy what the thread left (MOOR_STORE_CHECKPOINT_FINISH_FRAMES) */
+  long wal_restarts;     /* commits that wrote the WAL from its start */
+  unsigned finish_gen;   /* the WAL generation (the thread's gen) of the last ckpt_finish ... */
+  int finish_at;         /* ... and the frames in the WAL then */
   char err[512];
 } moor_store;
 
@@ -45,7 +49,9 @@ typedef struct moor_store_ckpt_stats {
   long checkpoints;      /* PASSIVE checkpoints the thread ran */
   long checkpoints_busy; /* ... of them SQLITE_BUSY (another was running: copied nothing) */
   int checkpointing;     /* the thread runs one, has been woken to, or will once the engine idles */
-  long checkpoints_inline; /* checkpoints commits ran themselves */
+  long checkpoints_inline; /* checkpoints commits ran themselves (the WAL reached MOOR_STORE_CHECKPOINT_MAX_FRAMES) */
+  long checkpoints_finish; /* ... copying the few frames the thread left (MOOR_STORE_CHECKPOINT_FINISH_FRAMES) */
+  long wal_restarts;     /* commits that wrote the WAL from its start since open */
   int wal_frames;        /* frames in the WAL after the last commit */
 } moor_store_ckpt_stats;
 
@@ -81,5 +87,8 @@ const char *moor__store_vfs(void);
 /* Since the process started: WAL writes SQLite asked the store's VFS for, and
  * the writes it made of them (core.store_stats: wal_appends, wal_writes). */
 void moor__store_vfs_counts(long long *appends, long long *writes);
+/* Reads of WAL files that went to the files, since the process started (a
+ * recovery's frames are read ahead: tests/c/test_store.c). */
+long long moor__store_vfs_wal_reads(void);
 
 #endif

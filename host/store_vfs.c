@@ -20,6 +20,7 @@
  * that pairs a database with its WAL has one. MOOR_STORE_WAL_BUFFER
  * (moorconf.h) is the buffer's size; 0 leaves the default VFS in place. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <string.h>
@@ -40,10 +41,25 @@ struct vfs_file {
   size_t len;
   sqlite3_int64 off;
   int commit_next;      /* the last write was a commit frame's header: its page ends it */
+  /* A WAL file while its connection recovers the WAL-index (see x_read). */
+  int recovering;
+  char *ra;             /* read ahead: [ra_off, ra_off + ra_len) of the file */
+  int ra_len;
+  sqlite3_int64 ra_off;
 };
+
+/* Read ahead while recovering: an open that finds no live WAL-index (the
+ * first after a kill -9) rebuilds it from the WAL, reading every frame since
+ * the WAL last started over with one read each (4 KiB and a header); the
+ * recovering connection holds the WAL's write and recovery locks meanwhile,
+ * so nothing can change it, and those reads are served from reads of
+ * MOOR_STORE_WAL_READ_AHEAD bytes (moorconf.h; 1,300 pread calls of a
+ * restart after 1,000 steps become 21). */
+#define WAL_RECOVER_SLOT 2 /* (SQLite's WAL_RECOVER_LOCK: held exclusively only while recovering) */
 
 static sqlite3_vfs *real_vfs;
 static long long n_appends, n_writes; /* WAL writes SQLite asked for; writes that went to the files */
+static atomic_llong n_wal_reads;      /* reads of a WAL file that went to the file (both threads) */
 static sqlite3_vfs moor_vfs;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t dbs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -75,6 +91,12 @@ static int gather_flush(sqlite3_file *file) {
   return f->is_wal ? flush(f) : SQLITE_OK;
 }
 
+static void drop_read_ahead(vfs_file *f) {
+  sqlite3_free(f->ra);
+  f->ra = NULL;
+  f->ra_len = 0;
+}
+
 static int x_close(sqlite3_file *file) {
   vfs_file *f = (vfs_file *)file;
   int rc = f->is_wal ? flush(f) : SQLITE_OK;
@@ -91,17 +113,41 @@ static int x_close(sqlite3_file *file) {
   pthread_mutex_unlock(&dbs_lock);
   sqlite3_free(f->buf);
   f->buf = NULL;
+  drop_read_ahead(f);
   int crc = RM(f)->xClose(f->real);
   return rc != SQLITE_OK ? rc : crc;
 }
 
 static int x_read(sqlite3_file *file, void *p, int n, sqlite3_int64 off) {
+  vfs_file *f = (vfs_file *)file;
   int rc = gather_flush(file);
-  return rc != SQLITE_OK ? rc : RM(file)->xRead(REAL(file), p, n, off);
+  if (rc != SQLITE_OK) return rc;
+  if (f->recovering && n > 0 && n <= MOOR_STORE_WAL_READ_AHEAD && off >= 0) {
+    if (off < f->ra_off || off + n > f->ra_off + f->ra_len) {
+      sqlite3_int64 size = 0;
+      f->ra_len = 0;
+      if (!f->ra) f->ra = sqlite3_malloc(MOOR_STORE_WAL_READ_AHEAD);
+      if (f->ra && RM(f)->xFileSize(f->real, &size) == SQLITE_OK && size - off >= n) {
+        int want = size - off < MOOR_STORE_WAL_READ_AHEAD ? (int)(size - off) : MOOR_STORE_WAL_READ_AHEAD;
+        atomic_fetch_add_explicit(&n_wal_reads, 1, memory_order_relaxed);
+        if (RM(f)->xRead(f->real, f->ra, want, off) == SQLITE_OK) {
+          f->ra_off = off;
+          f->ra_len = want;
+        }
+      }
+    }
+    if (off >= f->ra_off && off + n <= f->ra_off + f->ra_len) {
+      memcpy(p, f->ra + (off - f->ra_off), (size_t)n);
+      return SQLITE_OK;
+    }
+  }
+  if (f->is_wal) atomic_fetch_add_explicit(&n_wal_reads, 1, memory_order_relaxed);
+  return RM(file)->xRead(REAL(file), p, n, off);
 }
 
 static int x_write(sqlite3_file *file, const void *p, int n, sqlite3_int64 off) {
   vfs_file *f = (vfs_file *)file;
+  f->ra_len = 0; /* (what was read ahead is stale) */
   if (!f->is_wal || !f->buf) return RM(f)->xWrite(f->real, p, n, off);
   n_appends++;
   int rc;
@@ -126,6 +172,7 @@ static int x_write(sqlite3_file *file, const void *p, int n, sqlite3_int64 off) 
 }
 
 static int x_truncate(sqlite3_file *file, sqlite3_int64 size) {
+  ((vfs_file *)file)->ra_len = 0;
   int rc = gather_flush(file);
   return rc != SQLITE_OK ? rc : RM(file)->xTruncate(REAL(file), size);
 }
@@ -167,7 +214,20 @@ static int x_shm_map(sqlite3_file *file, int region, int size, int extend, void 
 static int x_shm_lock(sqlite3_file *file, int offset, int n, int flags) {
   if (RM(file)->iVersion < 2) return SQLITE_IOERR_SHMLOCK;
   flush_wal_of(file);
-  return RM(file)->xShmLock(REAL(file), offset, n, flags);
+  int rc = RM(file)->xShmLock(REAL(file), offset, n, flags);
+  /* (the recovery lock, exclusive: this connection rebuilds the WAL-index
+   * from its WAL, which x_read then reads ahead; its release ends that) */
+  vfs_file *f = (vfs_file *)file;
+  if (f->is_db && f->wal && (flags & SQLITE_SHM_EXCLUSIVE) && offset <= WAL_RECOVER_SLOT &&
+      WAL_RECOVER_SLOT < offset + n) {
+    if ((flags & SQLITE_SHM_LOCK) && rc == SQLITE_OK) {
+      f->wal->recovering = 1;
+    } else if (flags & SQLITE_SHM_UNLOCK) {
+      f->wal->recovering = 0;
+      drop_read_ahead(f->wal);
+    }
+  }
+  return rc;
 }
 
 static void x_shm_barrier(sqlite3_file *file) {
@@ -286,6 +346,8 @@ void moor__store_vfs_counts(long long *appends, long long *writes) {
   *appends = n_appends;
   *writes = n_writes;
 }
+
+long long moor__store_vfs_wal_reads(void) { return atomic_load_explicit(&n_wal_reads, memory_order_relaxed); }
 
 const char *moor__store_vfs(void) {
   if (MOOR_STORE_WAL_BUFFER == 0) return NULL;

@@ -3,8 +3,10 @@
  * itself with a small MOOR_STORE_CHECKPOINT_FRAMES (tests/CMakeLists.txt),
  * so a few hundred commits pass the threshold many times: the thread ran,
  * the WAL started over after its checkpoints and stayed bounded, also under
- * commits that never pause (the inline fallback at
- * MOOR_STORE_CHECKPOINT_MAX_FRAMES); every commit is in the file after
+ * commits that never pause (the thread's passes and a commit's finish of
+ * what it leaves; the inline fallback at MOOR_STORE_CHECKPOINT_MAX_FRAMES);
+ * an open after a kill -9 copies nothing on the engine's thread and reads
+ * the WAL's frames ahead while it recovers; every commit is in the file after
  * close, the close left no WAL behind, and a read-only open has no thread. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +43,19 @@ static long long file_size(const char *path) {
 static void sleep_ms(int ms) {
   struct timespec ts = {0, ms * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+static size_t read_all(const char *path, char **out) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  *out = malloc(n > 0 ? (size_t)n : 1);
+  assert_non_null(*out);
+  assert_int_equal(fread(*out, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  return (size_t)n;
 }
 
 static int page_size(moor_store *s) {
@@ -130,27 +147,117 @@ static void test_paced_commits(void **state) {
   check_file(path, seq);
 }
 
-/* Commits that never pause: the thread's checkpoints may never let the WAL
- * start over, but it stays under the hard bound (commits checkpoint
- * themselves from MOOR_STORE_CHECKPOINT_MAX_FRAMES on). */
-static void test_sustained_commits(void **state) {
-  (void)state;
-  char path[256], wal[300];
-  db_path(path, sizeof path, "sustained.db");
+/* Commits that never pause: the thread's checkpoints alone would never let
+ * the WAL start over (each next transaction begins before one ends), so it
+ * grew to MOOR_STORE_CHECKPOINT_MAX_FRAMES each time, and a kill -9 left all
+ * of it for the next open to recover. Now a commit that finds the thread
+ * idle with at most MOOR_STORE_CHECKPOINT_FINISH_FRAMES frames left copies
+ * them (tests/CMakeLists.txt sets it high here: the thread's passes converge
+ * only as fast as its syncs, which a loaded machine slows), and the WAL
+ * starts over before the hard bound. A round where the thread got no CPU
+ * meanwhile proves nothing: up to three rounds, one must show it. */
+static int sustained_round(int round) {
+  char path[256], wal[300], name[32];
+  snprintf(name, sizeof name, "sustained%d.db", round);
+  db_path(path, sizeof path, name);
   snprintf(wal, sizeof wal, "%s-wal", path);
   moor_store s;
   assert_int_equal(moor_store_open(&s, path, MOOR_DURABILITY_NORMAL, 0), 0);
   long long seq = 0;
-  int frames_max = 0;
-  for (int i = 0; i < 4 * MOOR_STORE_CHECKPOINT_MAX_FRAMES / 3; i++) {
+  enum { N = 4 * MOOR_STORE_CHECKPOINT_MAX_FRAMES / 3 }; /* (about 3 frames a commit: the hard bound four times) */
+  int frames_max = 0, restarts = 0, prev = 0;
+  for (int i = 0; i < N; i++) {
     commit_one(&s, &seq);
     int f = stats_of(&s).wal_frames;
+    restarts += f < prev;
+    prev = f;
     if (f > frames_max) frames_max = f;
   }
   moor_store_ckpt_stats st = stats_of(&s);
   assert_true(st.checkpoints > 0);
   assert_true(frames_max < MOOR_STORE_CHECKPOINT_MAX_FRAMES + 16);
   assert_true(file_size(wal) <= 32 + (MOOR_STORE_CHECKPOINT_MAX_FRAMES + 16) * (long long)(page_size(&s) + 24));
+  print_message("round %d: %d restarts of the WAL, %ld at the hard bound, %ld after a commit's finish; "
+                "%ld checkpoints by the thread\n", round, restarts, st.checkpoints_inline, st.checkpoints_finish,
+                st.checkpoints);
+  moor_store_close(&s);
+  check_file(path, seq);
+  /* (the fallback alone: as many restarts as checkpoints at the hard bound) */
+  return st.checkpoints_finish > 0 && restarts > st.checkpoints_inline;
+}
+
+static void test_sustained_commits(void **state) {
+  (void)state;
+  int shown = 0;
+  for (int round = 0; round < 3 && !shown; round++) shown = sustained_round(round);
+  assert_true(shown);
+}
+
+/* A kill -9 leaves a WAL of more than SQLite's automatic checkpoint's 1,000
+ * frames. Opening the store must not copy them into the database file then
+ * (the test write's commit did, with two syncs, on the engine's thread: most
+ * of a restart's SQLite time after 1,000 steps); the checkpointer copies them
+ * after the first commit, and nothing is lost. */
+static void test_open_after_kill(void **state) {
+  (void)state;
+  char path[256], wal[300];
+  db_path(path, sizeof path, "killed.db");
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  moor_store s;
+  long long seq = 0;
+  assert_int_equal(moor_store_open(&s, path, MOOR_DURABILITY_NORMAL, 0), 0);
+  commit_one(&s, &seq);
+  moor_store_close(&s);
+  enum { COMMITS = 700 }; /* (about 2,000 frames) */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) { /* a writer with no checkpoint at all, killed with its WAL */
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK || sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) ||
+        sqlite3_wal_autocheckpoint(db, 0) ||
+        sqlite3_prepare_v2(db, "INSERT INTO events(run_id,seq,op,kind,name,payload,time) VALUES('r',?,?,'step.result','s',?,0)",
+                           -1, &ins, NULL))
+      _exit(2);
+    for (int i = 2; i <= COMMITS + 1; i++) {
+      sqlite3_bind_int(ins, 1, i);
+      sqlite3_bind_int(ins, 2, i);
+      sqlite3_bind_text(ins, 3, payload, 1000, SQLITE_STATIC);
+      if (sqlite3_step(ins) != SQLITE_DONE) _exit(3);
+      sqlite3_reset(ins);
+      /* (a second page a commit: a blob as the store writes for a large payload) */
+      char sql[128];
+      snprintf(sql, sizeof sql, "INSERT INTO blobs(run_id,seq,payload) VALUES('b',%d,randomblob(3000))", i);
+      if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) _exit(4);
+    }
+    kill(getpid(), SIGKILL);
+    _exit(5);
+  }
+  int ws = 0;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+  long long frame = 4096 + 24;
+  assert_true(file_size(wal) > 32 + 1000 * frame); /* (past SQLite's automatic checkpoint) */
+  char *before = NULL, *after = NULL;
+  size_t n_before = read_all(path, &before);
+  long long reads = moor__store_vfs_wal_reads();
+  assert_int_equal(moor_store_open(&s, path, MOOR_DURABILITY_NORMAL, 0), 0);
+  reads = moor__store_vfs_wal_reads() - reads;
+  assert_int_equal(stats_of(&s).checkpointer, 1);
+  size_t n_after = read_all(path, &after);
+  /* The recovery of the WAL-index read its frames ahead, in reads of
+   * MOOR_STORE_WAL_READ_AHEAD bytes, not one read a frame (over 1,000). */
+  long long frames = (file_size(wal) - 32) / frame;
+  print_message("recovery: %lld frames, %lld reads of the WAL\n", frames, reads);
+  assert_true(reads > 0);
+  assert_true(reads < frames / 20);
+  /* the database file is as the kill left it: the open copied nothing into it */
+  assert_int_equal(n_after, n_before);
+  assert_memory_equal(after, before, n_before);
+  free(before);
+  free(after);
+  seq = COMMITS + 1;
+  commit_one(&s, &seq);
   moor_store_close(&s);
   check_file(path, seq);
 }
@@ -207,6 +314,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_paced_commits),
     cmocka_unit_test(test_sustained_commits),
+    cmocka_unit_test(test_open_after_kill),
     cmocka_unit_test(test_close_while_checkpointing),
     cmocka_unit_test(test_read_only_has_no_thread),
     cmocka_unit_test(test_no_memory_counting),

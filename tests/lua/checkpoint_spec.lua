@@ -65,6 +65,7 @@ describe("the store's checkpoints", function()
     burst(0) -- (whatever specs before left in the WAL is in the file now)
     local size0 = wal_size()
     local inline0, ckpt0 = core.store_stats().checkpoints_inline, core.store_stats().checkpoints
+    local restarts0 = core.store_stats().wal_restarts
     local frames = {}
     for k = 1, 4 do
       frames[k] = burst(k)
@@ -74,6 +75,9 @@ describe("the store's checkpoints", function()
     st = core.store_stats()
     assert.is_true(st.checkpoints - ckpt0 >= 4, "checkpoints run: " .. st.checkpoints - ckpt0)
     assert.are.equal(inline0, st.checkpoints_inline, "no commit ran a checkpoint itself")
+    assert.are.equal(0, st.checkpoints_finish, "nor finished one (MOOR_STORE_CHECKPOINT_FINISH_FRAMES is off)")
+    assert.is_true(st.wal_restarts - restarts0 >= 4,
+      "the WAL started over after each burst: " .. st.wal_restarts - restarts0)
     -- The bursts' payloads alone take 4 x 200 x 12 KiB: over 2,400 pages. The
     -- file (as large as the WAL ever was) holds no more than 2,000 frames, or
     -- what it held before them.
