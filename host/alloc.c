@@ -7,11 +7,16 @@
  * few instructions (glibc's malloc and free were an eighth of a step's).
  * Larger blocks go to malloc.
  *
- * A slab whose blocks are all free leaves its class: up to
- * MOOR_ALLOC_KEEP_SLABS of them are kept for any class to take, the rest go
- * back to malloc, so memory a class no longer uses serves the others (a
- * burst of small tables, then long strings) or leaves. Each class keeps its
- * last slab, so one block taken and freed over and over moves no slab.
+ * Slabs come from malloc MOOR_ALLOC_MAP_SLABS at a time. A slab whose blocks
+ * are all free leaves its class for any class to take: kept warm while no
+ * more slabs are empty than in use (or fewer than MOOR_ALLOC_KEEP_SLABS),
+ * else its pages go back to the system (madvise) and it waits, cold, behind
+ * the warm ones. So memory a class no longer uses serves the others (a
+ * burst of small tables, then long strings) or leaves, while a heap that
+ * swings between its live size and the collector's twice that keeps its
+ * pages (giving them back and faulting them in again cost 5-8 page faults
+ * a commit). Each class keeps its last slab, so one block taken and freed
+ * over and over moves no slab. The chunks go back to malloc at close.
  *
  * Under AddressSanitizer the pool is off unless $MOOR_LUA_ALLOC=pool (its
  * blocks have no redzones and are reused at once, which would hide
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -48,24 +54,32 @@ _Static_assert(MOOR_ALLOC_SMALL_MAX % GRAIN == 0 && MOOR_ALLOC_SMALL_MAX > 0,
                "MOOR_ALLOC_SMALL_MAX must be a positive multiple of 16");
 _Static_assert((MOOR_ALLOC_SLAB & (MOOR_ALLOC_SLAB - 1)) == 0 && MOOR_ALLOC_SLAB >= 8 * MOOR_ALLOC_SMALL_MAX,
                "MOOR_ALLOC_SLAB must be a power of two holding at least 8 of the largest blocks");
+_Static_assert(MOOR_ALLOC_SLAB % MOOR_ALLOC_PAGE == 0 && MOOR_ALLOC_SLAB > MOOR_ALLOC_PAGE,
+               "MOOR_ALLOC_SLAB must be a multiple of MOOR_ALLOC_PAGE, and larger");
 
 typedef struct slab slab;
 struct slab {
-  slab *next, *prev; /* in its class's list of slabs with room, or the kept empty ones */
-  slab *anext, *aprev; /* every slab the pool holds (for moor__pool_close) */
+  slab *next, *prev; /* in its class's list of slabs with room, or an empty list */
   void *free;        /* its free blocks, linked through their first word */
   char *cur;         /* the start of its uncut bytes */
   unsigned live;     /* blocks handed out */
-  unsigned cls;      /* its class (0: kept empty) */
   int listed;        /* in its class's list (it has room) */
+};
+
+typedef struct chunk chunk;
+struct chunk {
+  chunk *next;
+  void *mem; /* MOOR_ALLOC_MAP_SLABS slabs, from posix_memalign */
 };
 
 struct moor__pool {
   slab *room[CLASSES + 1]; /* room[c]: slabs of class c with a free or uncut block */
-  slab *empty;             /* slabs kept for any class */
-  slab *all;
-  unsigned nempty;
-  size_t slab_bytes;       /* held from malloc (moor__pool_bytes) */
+  slab *warm;              /* empty slabs whose pages are in memory: taken first */
+  slab *cold;              /* empty slabs whose pages went back (MADV_DONTNEED) or were never touched */
+  unsigned nwarm;          /* warm empty slabs */
+  unsigned nused;          /* slabs serving a class */
+  chunk *chunks;
+  size_t warm_bytes;       /* slabs not cold (moor__pool_bytes) */
 };
 
 #define HEAD ((sizeof(slab) + GRAIN - 1) / GRAIN * GRAIN)
@@ -86,27 +100,45 @@ static void list_remove(slab **head, slab *s) {
   s->next = s->prev = NULL;
 }
 
-/* A slab for class c: a kept empty one, else a new one. */
-static slab *new_slab(moor__pool *p, unsigned c) {
-  slab *s = p->empty;
-  if (s) {
-    list_remove(&p->empty, s);
-    p->nempty--;
-  } else {
-    void *mem = NULL;
-    if (posix_memalign(&mem, MOOR_ALLOC_SLAB, MOOR_ALLOC_SLAB) != 0) return NULL;
-    s = mem;
-    s->aprev = NULL;
-    s->anext = p->all;
-    if (p->all) p->all->aprev = s;
-    p->all = s;
-    p->slab_bytes += MOOR_ALLOC_SLAB;
-    POISON((char *)s + HEAD, MOOR_ALLOC_SLAB - HEAD);
+/* MOOR_ALLOC_MAP_SLABS slabs at once from malloc's heap (aligned to a slab:
+ * posix_memalign of one slab each left the heap around them in pieces, 10%
+ * more memory a parked run; from the heap, memory an earlier engine of the
+ * process gave back is taken again without page faults), all cold. */
+static int add_chunk(moor__pool *p) {
+  chunk *ch = malloc(sizeof *ch);
+  void *mem = NULL;
+  if (!ch || posix_memalign(&mem, MOOR_ALLOC_SLAB, (size_t)MOOR_ALLOC_MAP_SLABS * MOOR_ALLOC_SLAB) != 0) {
+    free(ch);
+    return -1;
   }
+  ch->mem = mem;
+  ch->next = p->chunks;
+  p->chunks = ch;
+  POISON(mem, (size_t)MOOR_ALLOC_MAP_SLABS * MOOR_ALLOC_SLAB);
+  for (int i = MOOR_ALLOC_MAP_SLABS - 1; i >= 0; i--) {
+    slab *s = (slab *)((char *)mem + (size_t)i * MOOR_ALLOC_SLAB);
+    UNPOISON(s, HEAD);
+    list_push(&p->cold, s);
+  }
+  return 0;
+}
+
+/* A slab for class c: a warm empty one, else a cold one, else a new chunk's. */
+static slab *new_slab(moor__pool *p, unsigned c) {
+  slab *s = p->warm;
+  if (s) {
+    list_remove(&p->warm, s);
+    p->nwarm--;
+  } else {
+    if (!p->cold && add_chunk(p)) return NULL;
+    s = p->cold;
+    list_remove(&p->cold, s);
+    p->warm_bytes += MOOR_ALLOC_SLAB;
+  }
+  p->nused++;
   s->free = NULL;
   s->cur = (char *)s + HEAD;
   s->live = 0;
-  s->cls = c;
   s->listed = 1;
   list_push(&p->room[c], s);
   return s;
@@ -142,20 +174,22 @@ static void give(moor__pool *p, void *b, unsigned c) {
     list_push(&p->room[c], s);
     s->listed = 1;
   }
-  if (--s->live == 0 && (s->next || s->prev)) { /* empty, and not its class's only slab */
+  if (--s->live == 0 && (s->next || s->prev)) { /* empty, and not its class's only slab with room */
     list_remove(&p->room[c], s);
     s->listed = 0;
-    if (p->nempty < MOOR_ALLOC_KEEP_SLABS) {
-      s->cls = 0;
-      list_push(&p->empty, s);
-      p->nempty++;
-    } else {
-      if (s->aprev) s->aprev->anext = s->anext;
-      else p->all = s->anext;
-      if (s->anext) s->anext->aprev = s->aprev;
-      p->slab_bytes -= MOOR_ALLOC_SLAB;
-      UNPOISON(s, MOOR_ALLOC_SLAB);
-      free(s);
+    p->nused--;
+    list_push(&p->warm, s);
+    p->nwarm++;
+    /* More empty than in use (past the few always kept): pages go back to
+     * the system, the slabs stay, cold (one or two a slab emptied) */
+    while (p->nwarm > MOOR_ALLOC_KEEP_SLABS && p->nwarm > p->nused) {
+      slab *w = p->warm;
+      list_remove(&p->warm, w);
+      p->nwarm--;
+      POISON((char *)w + HEAD, MOOR_ALLOC_SLAB - HEAD);
+      (void)madvise((char *)w + MOOR_ALLOC_PAGE, MOOR_ALLOC_SLAB - MOOR_ALLOC_PAGE, MADV_DONTNEED);
+      p->warm_bytes -= MOOR_ALLOC_SLAB;
+      list_push(&p->cold, w);
     }
   }
 }
@@ -190,18 +224,19 @@ moor__pool *moor__pool_open(void) {
   return calloc(1, sizeof(moor__pool));
 }
 
-/* (after lua_close: blocks still handed out go with their slabs) */
+/* (after lua_close: blocks still handed out go with their chunks) */
 void moor__pool_close(moor__pool *p) {
   if (!p) return;
-  for (slab *s = p->all, *next; s; s = next) {
-    next = s->anext;
-    UNPOISON(s, MOOR_ALLOC_SLAB);
-    free(s);
+  for (chunk *ch = p->chunks, *next; ch; ch = next) {
+    next = ch->next;
+    UNPOISON(ch->mem, (size_t)MOOR_ALLOC_MAP_SLABS * MOOR_ALLOC_SLAB);
+    free(ch->mem);
+    free(ch);
   }
   free(p);
 }
 
-size_t moor__pool_bytes(const moor__pool *p) { return p ? p->slab_bytes : 0; }
+size_t moor__pool_bytes(const moor__pool *p) { return p ? p->warm_bytes : 0; }
 
 /* --- a state on the pool, as luaL_newstate makes one ---------------------- */
 

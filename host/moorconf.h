@@ -131,8 +131,9 @@
 #endif
 /* The engine's Lua state takes blocks up to this size from size classes of
  * its own (host/alloc.c), each class from slabs of MOOR_ALLOC_SLAB bytes of
- * its own; larger ones from malloc. Slabs left with no block in use: up to
- * MOOR_ALLOC_KEEP_SLABS kept for any class, the rest back to malloc.
+ * its own; larger ones from malloc. Slabs left with no block in use are kept
+ * for any class while no more are empty than in use (and always
+ * MOOR_ALLOC_KEEP_SLABS); the others' pages are given back to the system.
  * $MOOR_LUA_ALLOC=malloc: every block from malloc (the default under
  * AddressSanitizer; =pool turns the pool on there). */
 #ifndef MOOR_ALLOC_SMALL_MAX
@@ -142,7 +143,13 @@
 #define MOOR_ALLOC_SLAB (64 * 1024)     /* bytes, a power of two */
 #endif
 #ifndef MOOR_ALLOC_KEEP_SLABS
-#define MOOR_ALLOC_KEEP_SLABS 16        /* empty slabs kept (1 MiB) */
+#define MOOR_ALLOC_KEEP_SLABS 16        /* empty slabs always kept (1 MiB); beyond it, as many as are in use */
+#endif
+#ifndef MOOR_ALLOC_MAP_SLABS
+#define MOOR_ALLOC_MAP_SLABS 16         /* slabs taken from malloc at once (1 MiB) */
+#endif
+#ifndef MOOR_ALLOC_PAGE
+#define MOOR_ALLOC_PAGE 4096            /* a slab's first page (its header) stays when its pages go back */
 #endif
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
