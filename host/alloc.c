@@ -9,7 +9,8 @@
  *
  * Slabs come from malloc MOOR_ALLOC_MAP_SLABS at a time. A slab whose blocks
  * are all free leaves its class for any class to take: kept warm while no
- * more slabs are empty than in use (or fewer than MOOR_ALLOC_KEEP_SLABS),
+ * more than twice as many slabs are empty as in use (or fewer than
+ * MOOR_ALLOC_KEEP_SLABS),
  * else its pages go back to the system (madvise) and it waits, cold, behind
  * the warm ones. So memory a class no longer uses serves the others (a
  * burst of small tables, then long strings) or leaves, while a heap that
@@ -180,9 +181,9 @@ static void give(moor__pool *p, void *b, unsigned c) {
     p->nused--;
     list_push(&p->warm, s);
     p->nwarm++;
-    /* More empty than in use (past the few always kept): pages go back to
-     * the system, the slabs stay, cold (one or two a slab emptied) */
-    while (p->nwarm > MOOR_ALLOC_KEEP_SLABS && p->nwarm > p->nused) {
+    /* Twice as many empty as in use (past the few always kept): pages go
+     * back to the system, the slabs stay, cold (one or two a slab emptied) */
+    while (p->nwarm > MOOR_ALLOC_KEEP_SLABS && p->nwarm > 2 * p->nused) {
       slab *w = p->warm;
       list_remove(&p->warm, w);
       p->nwarm--;

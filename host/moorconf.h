@@ -132,7 +132,7 @@
 /* The engine's Lua state takes blocks up to this size from size classes of
  * its own (host/alloc.c), each class from slabs of MOOR_ALLOC_SLAB bytes of
  * its own; larger ones from malloc. Slabs left with no block in use are kept
- * for any class while no more are empty than in use (and always
+ * for any class while at most twice as many are empty as in use (and always
  * MOOR_ALLOC_KEEP_SLABS); the others' pages are given back to the system.
  * $MOOR_LUA_ALLOC=malloc: every block from malloc (the default under
  * AddressSanitizer; =pool turns the pool on there). */
@@ -143,7 +143,7 @@
 #define MOOR_ALLOC_SLAB (64 * 1024)     /* bytes, a power of two */
 #endif
 #ifndef MOOR_ALLOC_KEEP_SLABS
-#define MOOR_ALLOC_KEEP_SLABS 16        /* empty slabs always kept (1 MiB); beyond it, as many as are in use */
+#define MOOR_ALLOC_KEEP_SLABS 16        /* empty slabs always kept (1 MiB); beyond it, twice those in use */
 #endif
 #ifndef MOOR_ALLOC_MAP_SLABS
 #define MOOR_ALLOC_MAP_SLABS 16         /* slabs taken from malloc at once (1 MiB) */
