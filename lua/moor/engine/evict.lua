@@ -53,6 +53,7 @@ local function eclock()
 end
 local head, tail = nil, nil
 local round_at = 0 -- eclock ms: the scheduler round's start (a resume between rounds uses the last)
+local stamped = false -- round_at read this round (an idle round reads no clock for it)
 
 local queue, queued = {}, {} -- evicted runs to load at the next round, in the order asked
 local evictions, wakes = 0, 0
@@ -73,6 +74,7 @@ end
 
 --- Run r was resumed (it is active now): last in the list.
 function M.touch(r)
+  if not stamped then round_at, stamped = eclock(), true end
   if tail == r then act[r] = round_at; return end
   if act[r] ~= nil then unlink(r) end
   push_tail(r, round_at)
@@ -165,14 +167,19 @@ end
 -- reaches budget_end (a budgeted tick's end; else EVICT_SLICE_US from the
 -- first eviction) once one was evicted (an eviction costs 5-12 µs: 1,024 in
 -- one tick paused a host for 5-50 ms), or after every 32nd busy run looked
--- at. Returns the time (ms) the next eviction falls due, or nil; and true
--- when it evicted and stopped (its slice or EVICT_BATCH spent) with more due
--- now (the next round goes on at once).
+-- at. Returns the ms from now until the next eviction falls due, or nil;
+-- and true when it evicted and stopped (its slice or EVICT_BATCH spent) with
+-- more due now (the next round goes on at once).
 function M.sweep(budget_end, mono)
   local idle, max = conf.EVICT_IDLE_MS, conf.MAX_PARKED_LIVE
   if not idle or idle < 0 or not head then return nil end
-  local now, enow = now_ms(), eclock() -- (now for timers, enow for activity)
   if log.store_error or S.npending > 0 then return nil end -- (a failed commit: the round is retried)
+  local enow = eclock()
+  if S.nruns <= max and act[head] + idle > enow then -- (an idle round: nothing due, one clock read)
+    local wait = act[head] + idle - enow
+    return wait > 1000 and wait or 1000
+  end
+  local now = now_ms() -- (for the runs' timers)
   local budget = conf.EVICT_BATCH
   local r = head
   local evicted, cut, until_us, busy = 0, false, budget_end, 0
@@ -206,16 +213,16 @@ function M.sweep(budget_end, mono)
       break
     end
   end
-  if cut then return now, true end
+  if cut then return 0, true end
   if not head then return nil end
-  if S.nruns > max and evicted > 0 then return now end
+  if S.nruns > max and evicted > 0 then return 0 end
   -- (at most a round a second for this: a head that cannot leave yet is looked at again then)
-  local wait = act[head] + idle - enow -- (on the engine's clock: now + wait)
-  return now + (wait > 1000 and wait or 1000)
+  local wait = act[head] + idle - enow
+  return wait > 1000 and wait or 1000
 end
 
 --- A scheduler round starts.
-function M.round() round_at = eclock() end
+function M.round() stamped = false end
 
 --- Whether evicted runs wait to be loaded again (the next round comes soon).
 function M.pending() return queue[1] ~= nil end

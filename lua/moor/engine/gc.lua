@@ -24,8 +24,9 @@ local conf = require "moor.conf"
 
 local M = {}
 
+M.held = false -- this round stopped the collector (it was running); loop.lua reads it
+
 local gc = collectgarbage
-local held = false    -- this round stopped the collector (it was running)
 local off = false     -- the program runs the generational collector: left alone
 local checked = false -- the collector's mode was looked at
 local open = false    -- a cycle the rounds' slices began is not over yet
@@ -48,14 +49,14 @@ arm()
 --- At a round's start: with a budget, hold the automatic collector. Returns
 -- the µs of the budget kept for the collector (0 when no cycle is due).
 function M.hold(budget_us)
-  if held then held = false; gc("restart") end -- (the last round raised before its end)
+  if M.held then M.held = false; gc("restart") end -- (the last round raised before its end)
   if not budget_us or off or not gc("isrunning") then return 0 end
   if not checked then
     checked = true
     if gc("incremental", 0, 0, 0) == "generational" then off = true; gc("generational"); return 0 end
   end
   gc("stop")
-  held = true
+  M.held = true
   local kib = gc("count")
   if not base then open = true end -- (the first: a cycle of the slices' own gives the heap's size)
   if ended or not base then base, ended = kib, false end
@@ -77,8 +78,8 @@ end
 --- At the round's end (deadline: the core.mono() µs at which its budget
 -- ends): the collector's slices, then it runs again.
 function M.release(deadline, mono)
-  if not held then return end
-  held = false
+  if not M.held then return end
+  M.held = false
   local kib = gc("count")
   if kib * 100 >= base * conf.GC_LIMIT then
     stats.forced = stats.forced + 1

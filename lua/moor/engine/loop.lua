@@ -140,7 +140,7 @@ end
 function M.tick(budget_us)
   deadline = budget_us and budget_us > 0 and mono() + budget_us or false
   local gc_end = deadline -- (the collector, held meanwhile, gets the budget's end: moor.engine.gc)
-  if deadline then deadline = deadline - gc.hold(budget_us) else gc.hold() end
+  if deadline then deadline = deadline - gc.hold(budget_us) elseif gc.held then gc.hold() end
   local reloads = log.take_reloads()
   if reloads then replay.reload_discarded(reloads) end
   local now = now_ms()
@@ -171,15 +171,18 @@ function M.tick(budget_us)
   deadline = false
   if not failed and not log.commit() then failed = true end -- run starts and ends, progress, schedules
   log.flush()
-  local evict_due, evict_left = evict.sweep(budget_end, mono) -- (runs parked too long leave memory)
+  local evict_wait, evict_left = evict.sweep(budget_end, mono) -- (runs parked too long leave memory)
   if gc_end then gc.release(gc_end, mono) end
-  local due = timers.next_due()
-  if #S.later > 0 or left or evict_left then due = now_ms() end -- a paused thread, work left: the next tick goes on
-  if evict.pending() then due = now_ms() end -- (runs reached during the round: loaded at the next)
-  if evict_due and conf.evict_rounds and (not due or evict_due < due) then due = evict_due end
+  local due, t = timers.next_due(), nil -- (t: now, read once and only when needed)
+  -- a paused thread, work left, runs reached during the round (loaded at the next): the next tick goes on
+  if #S.later > 0 or left or evict_left or evict.pending() then t = now_ms(); due = t end
+  if evict_wait and conf.evict_rounds then
+    t = t or now_ms()
+    if not due or t + evict_wait < due then due = t + evict_wait end
+  end
   local store_error = failed and log.store_error or nil
   if due then
-    local d = due - now_ms()
+    local d = due - (t or now_ms())
     if d < 0 then d = 0 end
     if (S.io_inflight > 0 or S.outside > 0) and d > 1000 then d = 1000 end
     return d, store_error, log.store_error == nil
