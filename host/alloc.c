@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -55,8 +56,6 @@ _Static_assert(MOOR_ALLOC_SMALL_MAX % GRAIN == 0 && MOOR_ALLOC_SMALL_MAX > 0,
                "MOOR_ALLOC_SMALL_MAX must be a positive multiple of 16");
 _Static_assert((MOOR_ALLOC_SLAB & (MOOR_ALLOC_SLAB - 1)) == 0 && MOOR_ALLOC_SLAB >= 8 * MOOR_ALLOC_SMALL_MAX,
                "MOOR_ALLOC_SLAB must be a power of two holding at least 8 of the largest blocks");
-_Static_assert(MOOR_ALLOC_SLAB % MOOR_ALLOC_PAGE == 0 && MOOR_ALLOC_SLAB > MOOR_ALLOC_PAGE,
-               "MOOR_ALLOC_SLAB must be a multiple of MOOR_ALLOC_PAGE, and larger");
 
 typedef struct slab slab;
 struct slab {
@@ -81,6 +80,8 @@ struct moor__pool {
   unsigned nused;          /* slabs serving a class */
   chunk *chunks;
   size_t warm_bytes;       /* slabs not cold (moor__pool_bytes) */
+  size_t page;             /* the system's page size; 0: pages never go back (a page as large as a slab,
+                              or madvise refused) */
 };
 
 #define HEAD ((sizeof(slab) + GRAIN - 1) / GRAIN * GRAIN)
@@ -182,13 +183,17 @@ static void give(moor__pool *p, void *b, unsigned c) {
     list_push(&p->warm, s);
     p->nwarm++;
     /* Twice as many empty as in use (past the few always kept): pages go
-     * back to the system, the slabs stay, cold (one or two a slab emptied) */
-    while (p->nwarm > MOOR_ALLOC_KEEP_SLABS && p->nwarm > 2 * p->nused) {
+     * back to the system past the header's, the slabs stay, cold (one to
+     * three a slab emptied) */
+    while (p->page && p->nwarm > MOOR_ALLOC_KEEP_SLABS && p->nwarm > 2 * p->nused) {
       slab *w = p->warm;
+      if (madvise((char *)w + p->page, MOOR_ALLOC_SLAB - p->page, MADV_DONTNEED) != 0) {
+        p->page = 0; /* (refused: they stay, warm) */
+        break;
+      }
       list_remove(&p->warm, w);
       p->nwarm--;
       POISON((char *)w + HEAD, MOOR_ALLOC_SLAB - HEAD);
-      (void)madvise((char *)w + MOOR_ALLOC_PAGE, MOOR_ALLOC_SLAB - MOOR_ALLOC_PAGE, MADV_DONTNEED);
       p->warm_bytes -= MOOR_ALLOC_SLAB;
       list_push(&p->cold, w);
     }
@@ -222,7 +227,10 @@ moor__pool *moor__pool_open(void) {
 #else
   if (e && strcmp(e, "malloc") == 0) return NULL;
 #endif
-  return calloc(1, sizeof(moor__pool));
+  moor__pool *p = calloc(1, sizeof(moor__pool));
+  long page = sysconf(_SC_PAGESIZE);
+  if (p && page > 0 && (size_t)page < MOOR_ALLOC_SLAB && MOOR_ALLOC_SLAB % (size_t)page == 0) p->page = (size_t)page;
+  return p;
 }
 
 /* (after lua_close: blocks still handed out go with their chunks) */

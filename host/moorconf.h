@@ -148,9 +148,6 @@
 #ifndef MOOR_ALLOC_MAP_SLABS
 #define MOOR_ALLOC_MAP_SLABS 16         /* slabs taken from malloc at once (1 MiB) */
 #endif
-#ifndef MOOR_ALLOC_PAGE
-#define MOOR_ALLOC_PAGE 4096            /* a slab's first page (its header) stays when its pages go back */
-#endif
 #ifndef MOOR_STORE_SCHEMA_WAIT_MS
 #define MOOR_STORE_SCHEMA_WAIT_MS 1000  /* a read-only open waits this long for a writer to commit the schema */
 #endif

@@ -11,6 +11,10 @@ local M = {}
 local wall = core.now
 local virtual = false -- ms, or false: the wall clock
 
+-- Bumped at every switch (to the virtual clock, back, or to another start):
+-- what keeps times of its own (eviction's activity times) reads it.
+M.gen = 0
+
 --- Now, in ms since the epoch.
 function M.now()
   if virtual then return virtual end
@@ -23,6 +27,7 @@ function M.is_virtual() return virtual ~= false end
 --- Switch to the virtual clock, starting at start_ms (default: the wall clock's now).
 function M.use_virtual(start_ms)
   virtual = math.tointeger(start_ms) or wall()
+  M.gen = M.gen + 1
 end
 
 --- Set the virtual clock to ms (never backwards).
@@ -32,6 +37,9 @@ function M.set(ms)
 end
 
 --- Back to the wall clock.
-function M.use_wall() virtual = false end
+function M.use_wall()
+  virtual = false
+  M.gen = M.gen + 1
+end
 
 return M

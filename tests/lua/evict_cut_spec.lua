@@ -6,6 +6,8 @@ local moor = require "moor"
 local engine = require "moor.engine"
 local conf = require "moor.conf"
 local core = require "moor.core"
+local store = require "moor.store"
+local S = require "moor.engine.state"
 local t = moor.testing
 local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
@@ -67,6 +69,70 @@ describe("an eviction round cut short", function()
       t.cancel(ids[i])
       t.drive(ids[i])
     end
+  end)
+
+  it("evicts runs after clock switches no sweep saw (ahead, wall, back to now): a restarted virtual clock too",
+    function()
+    local sleeper = support.register("spec_switch", moor.defineWorkflowTool { description = "x",
+      inputSchema = s.object {}, execute = function() moor.sleep("30d"); return true end })
+    engine.EVICT_IDLE_MS = -1
+    local ok, err = pcall(function()
+      t.useVirtualClock(core.now() + 86400000)
+      local a = assert(t.start(sleeper, {}))
+      t.drive(a, 0)
+      t.useRealClock()
+      t.useVirtualClock(core.now()) -- (no sweep between the switches)
+      local b = assert(t.start(sleeper, {}))
+      t.drive(b, 0)
+      engine.EVICT_IDLE_MS = 1000
+      t.advance(10000)
+      for _ = 1, 100 do
+        engine.tick()
+        if engine.evicted(a) and engine.evicted(b) then break end
+      end
+      assert.is_true(engine.evicted(a), "the run stamped a day ahead")
+      assert.is_true(engine.evicted(b), "the run behind it")
+      engine.EVICT_IDLE_MS = -1
+      for _, id in ipairs { a, b } do
+        t.cancel(id)
+        t.drive(id)
+      end
+    end)
+    t.useRealClock()
+    assert(ok, err)
+  end)
+
+  it("tries an evicted run whose log the store cannot read again a second later, not at every tick", function()
+    local sleeper = support.register("spec_unreadable", moor.defineWorkflowTool { description = "x",
+      inputSchema = s.object {}, execute = function() moor.sleep("1h"); return true end })
+    engine.EVICT_IDLE_MS = -1
+    local id = assert(t.start(sleeper, {}))
+    t.drive(id, 0)
+    engine.EVICT_IDLE_MS = 0
+    for _ = 1, 100 do
+      engine.tick()
+      if engine.evicted(id) then break end
+    end
+    assert.is_true(engine.evicted(id))
+    engine.EVICT_IDLE_MS = -1
+    local read_log = store.read_log
+    store.read_log = function() return nil, "disk I/O error" end
+    local ok, err = pcall(function()
+      S.wake(id)
+      for i = 1, 5 do
+        local due = engine.tick()
+        assert.is_true(due ~= nil and due > 0, "tick " .. i .. " asked for the next at once: " .. tostring(due))
+      end
+      assert.is_true(engine.evicted(id))
+    end)
+    store.read_log = read_log
+    assert(ok, err)
+    core.wait(1100)
+    engine.tick()
+    assert.is_false(engine.evicted(id), "loaded once the store reads again")
+    t.cancel(id)
+    t.drive(id)
+    assert.are.equal("cancelled", engine.run_status(id))
   end)
 
   it("evicts a run last active while the clock read a day later than it does now", function()

@@ -39,23 +39,29 @@ local nxt, prv, act = {}, {}, {}
 -- on (specs), else the monotonic one in ms, so a wall clock stepped back (an
 -- NTP correction) never leaves runs looking active in the future and
 -- eviction stalled until it catches up. Timers stay on the engine's clock.
-local virtual_last = nil
+-- A switch of clock (clock.gen; several between two reads are one) counts
+-- every run in memory active now.
+local gen_last = nil
+local round_at = 0 -- eclock ms: the scheduler round's start (a resume between rounds uses the last)
+local stamped = false -- round_at read this round (an idle round reads no clock for it)
 local function eclock()
-  local v = clock.is_virtual()
-  local t = v and now_ms() or mono_us() // 1000
-  if v ~= virtual_last then
-    if virtual_last ~= nil then -- (the clock changed kind: every run counts as active now)
+  local t = clock.is_virtual() and now_ms() or mono_us() // 1000
+  local g = clock.gen
+  if g ~= gen_last then
+    if gen_last ~= nil then
       for r in pairs(act) do act[r] = t end
+      round_at, stamped = t, true
     end
-    virtual_last = v
+    gen_last = g
   end
   return t
 end
 local head, tail = nil, nil
-local round_at = 0 -- eclock ms: the scheduler round's start (a resume between rounds uses the last)
-local stamped = false -- round_at read this round (an idle round reads no clock for it)
 
 local queue, queued = {}, {} -- evicted runs to load at the next round, in the order asked
+-- Evicted runs the store could not read: tried again a second later (at
+-- once, every tick returned 0 and a host spun while the store was failing).
+local retry, retry_at = {}, false
 local evictions, wakes = 0, 0
 
 
@@ -88,7 +94,8 @@ end
 local function retry_later(id)
   if queued[id] then return end
   queued[id] = true
-  queue[#queue + 1] = id
+  retry[#retry + 1] = id
+  retry_at = retry_at or now_ms() + 1000
 end
 
 -- Load evicted run id from its log now. Returns whether it was loaded.
@@ -97,7 +104,7 @@ local function load(id)
   local row = store.run(id)
   if not (row and row.status == "running") then S.unevict(id); return false end
   local r = replay.load_run(row) -- (it takes the run out of S.evicted)
-  if not r then retry_later(id); return false end -- the store cannot read it now: tried at the next round
+  if not r then retry_later(id); return false end -- the store cannot read it now: tried a second later
   wakes = wakes + 1
   return true
 end
@@ -119,6 +126,10 @@ function M.is_evicted(id) return S.evicted[id] ~= nil end
 --- Load the runs that could not be loaded when reached (loop.tick, after the
 -- due timers fired). Returns whether any was loaded.
 function M.load_woken()
+  if retry_at and now_ms() >= retry_at then
+    for _, id in ipairs(retry) do queue[#queue + 1] = id end
+    retry, retry_at = {}, false
+  end
   if not queue[1] then return false end
   local ids = queue
   queue, queued = {}, {}
@@ -226,6 +237,9 @@ function M.round() stamped = false end
 
 --- Whether evicted runs wait to be loaded again (the next round comes soon).
 function M.pending() return queue[1] ~= nil end
+
+--- When runs the store could not read are tried again (ms, the engine's clock), or false.
+function M.retry_due() return retry_at end
 
 --- engine.stats(): t with evicted (runs out of memory now), evictions and wakes (since the start).
 function M.stats(t)
