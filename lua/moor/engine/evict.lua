@@ -60,8 +60,10 @@ local head, tail = nil, nil
 
 local queue, queued = {}, {} -- evicted runs to load at the next round, in the order asked
 -- Evicted runs the store could not read: tried again a second later (at
--- once, every tick returned 0 and a host spun while the store was failing).
-local retry, retry_at = {}, false
+-- once, every tick returned 0 and a host spun while the store was failing);
+-- M.retry_at (ms, the engine's clock, or false) is when, read by loop.lua.
+local retry = {}
+M.retry_at = false
 local evictions, wakes = 0, 0
 
 
@@ -95,7 +97,7 @@ local function retry_later(id)
   if queued[id] then return end
   queued[id] = true
   retry[#retry + 1] = id
-  retry_at = retry_at or now_ms() + 1000
+  M.retry_at = M.retry_at or now_ms() + 1000
 end
 
 -- Load evicted run id from its log now. Returns whether it was loaded.
@@ -126,9 +128,9 @@ function M.is_evicted(id) return S.evicted[id] ~= nil end
 --- Load the runs that could not be loaded when reached (loop.tick, after the
 -- due timers fired). Returns whether any was loaded.
 function M.load_woken()
-  if retry_at and now_ms() >= retry_at then
+  if M.retry_at and now_ms() >= M.retry_at then
     for _, id in ipairs(retry) do queue[#queue + 1] = id end
-    retry, retry_at = {}, false
+    retry, M.retry_at = {}, false
   end
   if not queue[1] then return false end
   local ids = queue
@@ -237,9 +239,6 @@ function M.round() stamped = false end
 
 --- Whether evicted runs wait to be loaded again (the next round comes soon).
 function M.pending() return queue[1] ~= nil end
-
---- When runs the store could not read are tried again (ms, the engine's clock), or false.
-function M.retry_due() return retry_at end
 
 --- engine.stats(): t with evicted (runs out of memory now), evictions and wakes (since the start).
 function M.stats(t)

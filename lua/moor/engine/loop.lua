@@ -180,7 +180,7 @@ function M.tick(budget_us)
     t = t or now_ms()
     if not due or t + evict_wait < due then due = t + evict_wait end
   end
-  local retry = evict.retry_due() -- (evicted runs the store could not read)
+  local retry = evict.retry_at -- (evicted runs the store could not read)
   if retry and (not due or retry < due) then due = retry end
   local store_error = failed and log.store_error or nil
   if due then
