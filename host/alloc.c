@@ -79,7 +79,6 @@ struct moor__pool {
   unsigned nwarm;          /* warm empty slabs */
   unsigned nused;          /* slabs serving a class */
   chunk *chunks;
-  size_t warm_bytes;       /* slabs not cold (moor__pool_bytes) */
   size_t page;             /* the system's page size; 0: pages never go back (a page as large as a slab,
                               or madvise refused) */
 };
@@ -135,7 +134,6 @@ static slab *new_slab(moor__pool *p, unsigned c) {
     if (!p->cold && add_chunk(p)) return NULL;
     s = p->cold;
     list_remove(&p->cold, s);
-    p->warm_bytes += MOOR_ALLOC_SLAB;
   }
   p->nused++;
   s->free = NULL;
@@ -194,7 +192,6 @@ static void give(moor__pool *p, void *b, unsigned c) {
       list_remove(&p->warm, w);
       p->nwarm--;
       POISON((char *)w + HEAD, MOOR_ALLOC_SLAB - HEAD);
-      p->warm_bytes -= MOOR_ALLOC_SLAB;
       list_push(&p->cold, w);
     }
   }
@@ -245,7 +242,8 @@ void moor__pool_close(moor__pool *p) {
   free(p);
 }
 
-size_t moor__pool_bytes(const moor__pool *p) { return p ? p->warm_bytes : 0; }
+/* (slabs serving a class or warm: the cold ones' pages went back) */
+size_t moor__pool_bytes(const moor__pool *p) { return p ? (size_t)(p->nused + p->nwarm) * MOOR_ALLOC_SLAB : 0; }
 
 /* --- a state on the pool, as luaL_newstate makes one ---------------------- */
 

@@ -34,12 +34,6 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-static void check_fill(const void *p, size_t n, unsigned char c) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != c) fail_msg("byte %zu of %zu changed", i, n);
-}
-
 static void fill(unsigned char *p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(seed + i * 7);
 }
@@ -140,10 +134,10 @@ static void test_slabs_move_between_classes(void **state) {
   unsigned per = (MOOR_ALLOC_SLAB - 128) / 304, n = per * MOOR_ALLOC_KEEP_SLABS;
   for (unsigned i = 0; i < n; i++) {
     assert_non_null(v[i] = moor__pool_alloc(p, NULL, 0, 300));
-    memset(v[i], (int)i, 300);
+    fill(v[i], 300, i);
   }
   assert_int_equal(moor__pool_bytes(p), after);
-  for (unsigned i = 0; i < n; i++) check_fill(v[i], 300, (unsigned char)i);
+  for (unsigned i = 0; i < n; i++) check(v[i], 300, i);
   for (unsigned i = 0; i < n; i++) moor__pool_alloc(p, v[i], 300, 0);
   free(v);
   moor__pool_close(p);
