@@ -9,8 +9,12 @@ local core = require "moor.core"
 local store = require "moor.store"
 local S = require "moor.engine.state"
 local t = moor.testing
-local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
+
+-- A workflow tool that sleeps for d: a fresh name each time.
+local function sleeper_for(d)
+  return support.workflow("spec_sleeper", function() moor.sleep(d); return true end)
+end
 
 describe("an eviction round cut short", function()
   local saved_idle, saved_slice, saved_batch
@@ -20,8 +24,7 @@ describe("an eviction round cut short", function()
     saved_batch end)
 
   it("says more is due only when it is", function()
-    local sleeper = support.register("spec_cut", moor.defineWorkflowTool { description = "x",
-      inputSchema = s.object {}, execute = function() moor.sleep("1h"); return true end })
+    local sleeper = sleeper_for("1h")
     engine.EVICT_IDLE_MS = -1
     local a = assert(t.start(sleeper, {}))
     t.drive(a, 0)
@@ -44,8 +47,7 @@ describe("an eviction round cut short", function()
   end)
 
   it("says more is due when EVICT_BATCH ran out with due runs left (not a second later)", function()
-    local sleeper = support.register("spec_batch", moor.defineWorkflowTool { description = "x",
-      inputSchema = s.object {}, execute = function() moor.sleep("1h"); return true end })
+    local sleeper = sleeper_for("1h")
     engine.EVICT_IDLE_MS = -1
     local ids = {}
     for i = 1, 5 do
@@ -73,8 +75,7 @@ describe("an eviction round cut short", function()
 
   it("evicts runs after clock switches no sweep saw (ahead, wall, back to now): a restarted virtual clock too",
     function()
-    local sleeper = support.register("spec_switch", moor.defineWorkflowTool { description = "x",
-      inputSchema = s.object {}, execute = function() moor.sleep("30d"); return true end })
+    local sleeper = sleeper_for("30d")
     engine.EVICT_IDLE_MS = -1
     local ok, err = pcall(function()
       t.useVirtualClock(core.now() + 86400000)
@@ -103,8 +104,7 @@ describe("an eviction round cut short", function()
   end)
 
   it("tries an evicted run whose log the store cannot read again a second later, not at every tick", function()
-    local sleeper = support.register("spec_unreadable", moor.defineWorkflowTool { description = "x",
-      inputSchema = s.object {}, execute = function() moor.sleep("1h"); return true end })
+    local sleeper = sleeper_for("1h")
     engine.EVICT_IDLE_MS = -1
     local id = assert(t.start(sleeper, {}))
     t.drive(id, 0)
@@ -136,8 +136,7 @@ describe("an eviction round cut short", function()
   end)
 
   it("evicts a run last active while the clock read a day later than it does now", function()
-    local sleeper = support.register("spec_back", moor.defineWorkflowTool { description = "x",
-      inputSchema = s.object {}, execute = function() moor.sleep("30d"); return true end })
+    local sleeper = sleeper_for("30d")
     engine.EVICT_IDLE_MS = -1
     t.useVirtualClock(core.now() + 86400000) -- (a day ahead, then back to the wall clock)
     local id

@@ -8,13 +8,8 @@ local moor = require "moor"
 local engine = require "moor.engine"
 local store = require "moor.store"
 local t = moor.testing
-local s = moor.schema
 local support = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "support.lua")
-
-local function workflow(name, execute)
-  return support.register(name, moor.defineWorkflowTool { description = "spec tool", inputSchema = s.object {},
-    execute = execute })
-end
+local workflow = support.workflow -- (prefix, execute) -> a fresh tool name
 
 local OPTIONS = { { id = "yes", label = "Yes" }, { id = "no", label = "No" } }
 local CLEANUPS = { "withdraw_run_inputs", "close_hooks", "running_children" }
@@ -76,10 +71,12 @@ describe("a run's cleanup at its end", function()
   end)
 
   it("cancels the run a run started when it ends first", function()
-    workflow("holds_child", function(_, ctx) return ctx.ask { prompt = "Child?", options = OPTIONS } end)
+    local child_tool = workflow("holds_child", function(_, ctx)
+      return ctx.ask { prompt = "Child?", options = OPTIONS }
+    end)
     local child
     local res, err, id = t.call(workflow("holds_parent", function()
-      local ok, started = engine.op("child", "holds_child", { tool = "holds_child", input = {} })
+      local ok, started = engine.op("child", child_tool, { tool = child_tool, input = {} })
       assert(ok and started.runId)
       child = started.runId
       return "left"
